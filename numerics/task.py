@@ -1,0 +1,185 @@
+"""The discrete task of SPEC.md §2: kernels, random recursive trees, chains and in-context batches."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from numerics._validate import (check_init, check_kernel, check_parents, check_positive_int, check_rng)
+
+
+def random_kernel(d: int, *, alpha: float = 1.0, eps: float = 0.0, rng: np.random.Generator) -> np.ndarray:
+    """A random transition kernel with rows Dirichlet(α·1), mixed so that every entry is at least ``eps``.
+
+    Parameters
+    ----------
+    d : int
+        Number of states, d >= 2.
+    alpha : float
+        Dirichlet concentration (> 0); small α gives peaked rows (informative kernels).
+    eps : float
+        Entrywise lower bound, 0 <= eps <= 1/d: the kernel is (1 − d·eps)·P + eps.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    (d, d) float64, ``kernel[i, j] = π(j | i)``; rows sum to one.
+    """
+    d = check_positive_int(d, "d", minimum=2)
+    if not (np.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be a positive finite Dirichlet concentration, got {alpha!r}")
+    if not (np.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps must be a non-negative lower bound, got {eps!r}")
+    if d * eps > 1 + 1e-12:
+        raise ValueError(f"eps must satisfy d*eps <= 1 (rows must still sum to 1); got d*eps = {d * eps:.6g}")
+    rng = check_rng(rng)
+    P = rng.dirichlet(np.full(d, float(alpha)), size=d)  # (d, d)
+    kernel = (1.0 - d * eps) * P + eps
+    return kernel / kernel.sum(axis=1, keepdims=True)  # remove rounding drift
+
+
+def stationary_distribution(kernel) -> np.ndarray:
+    """The stationary law μ with μ π = μ.
+
+    Solved as a least-squares system [πᵀ − I; 1ᵀ] μ = [0; 1]. For a reducible kernel the stationary law is not
+    unique and a ``ValueError`` says so.
+
+    Returns
+    -------
+    (d,) float64 probability vector.
+    """
+    kernel = check_kernel(kernel)
+    if kernel.ndim != 2:
+        raise ValueError(f"kernel must be a single (d, d) matrix here, got shape {kernel.shape}")
+    d = kernel.shape[0]
+    A = np.vstack([kernel.T - np.eye(d), np.ones((1, d))])  # (d+1, d)
+    b = np.zeros(d + 1)
+    b[-1] = 1.0
+    mu, _, rank, _ = np.linalg.lstsq(A, b, rcond=None)
+    if rank < d:
+        raise ValueError("kernel has no unique stationary law (it is reducible); pass init explicitly")
+    mu = np.clip(mu, 0.0, None)
+    return mu / mu.sum()
+
+
+def random_parents(H: int, *, rng: np.random.Generator) -> np.ndarray:
+    """A random recursive tree: parents[0] = -1 and parents[h] ~ Uniform{0, ..., h-1} independently.
+
+    Returns
+    -------
+    (H,) int64.
+    """
+    H = check_positive_int(H, "H", minimum=2)
+    rng = check_rng(rng)
+    parents = np.empty(H, dtype=np.int64)
+    parents[0] = -1
+    parents[1:] = rng.integers(0, np.arange(1, H))
+    return parents
+
+
+def _flat_cdf(kernel: np.ndarray) -> np.ndarray:
+    """Row CDFs laid end to end, row i shifted by i, for one ``searchsorted`` over all parent states."""
+    d = kernel.shape[0]
+    cdf = np.cumsum(kernel, axis=1)
+    cdf[:, -1] = 1.0  # the last entry is exactly one, so a uniform in [0, 1) never falls past its row
+    return (cdf + np.arange(d)[:, None]).ravel()
+
+
+def _draw_children(flat_cdf: np.ndarray, d: int, parent_tokens: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """x ~ π(· | parent) by inversion: the first j with cdf[parent, j] > u."""
+    idx = np.searchsorted(flat_cdf, parent_tokens + u, side="right") - parent_tokens * d
+    return np.minimum(idx, d - 1)
+
+
+def _draw_roots(init: np.ndarray, u: np.ndarray) -> np.ndarray:
+    cdf = np.cumsum(init)
+    cdf[-1] = 1.0
+    return np.minimum(np.searchsorted(cdf, u, side="right"), init.size - 1)
+
+
+def sample_chains(kernel, parents, n: int, *, rng: np.random.Generator, init=None) -> np.ndarray:
+    """n independent chains on one tree: x_0 ~ init, x_h ~ π(· | x_{parents[h]}).
+
+    Parameters
+    ----------
+    kernel : (d, d)
+    parents : (H,) int tree
+    n : int >= 0 chains
+    rng : numpy.random.Generator
+    init : (d,) or None
+        Law of x_0; None means the stationary law of the kernel.
+
+    Returns
+    -------
+    (n, H) int64 tokens (a Fortran-ordered view: each position is stored contiguously, which is how
+    the sampler fills it).
+    """
+    kernel = check_kernel(kernel)
+    if kernel.ndim != 2:
+        raise ValueError(f"kernel must be a single (d, d) matrix, got shape {kernel.shape}")
+    parents = check_parents(parents)
+    if parents.ndim != 1:
+        raise ValueError(f"parents must be one tree of shape (H,), got shape {parents.shape}")
+    n = check_positive_int(n, "n", minimum=0)
+    rng = check_rng(rng)
+    d, H = kernel.shape[0], parents.shape[0]
+    init = stationary_distribution(kernel) if init is None else check_init(init, d)
+    u = rng.random((H, n))  # one uniform per token, position-major so each position is a contiguous draw
+    x = np.empty((H, n), dtype=np.int64)  # position-major: parent and child rows are contiguous
+    x[0] = _draw_roots(init, u[0])
+    flat = _flat_cdf(kernel)
+    for h in range(1, H):
+        x[h] = _draw_children(flat, d, x[parents[h]], u[h])
+    return x.T
+
+
+class TaskBatch(NamedTuple):
+    """A batch of in-context tasks (SPEC §2): each of the B contexts has its own tree.
+
+    parents : (B, H) int64
+    context : (B, L, H) int64, the L in-context examples
+    query : (B, H) int64, example L+1
+    """
+
+    parents: np.ndarray
+    context: np.ndarray
+    query: np.ndarray
+
+
+def sample_task(kernel, n_contexts: int, L: int, H: int, *, rng: np.random.Generator, init=None) -> TaskBatch:
+    """Sample ``n_contexts`` tasks: a random tree each, then L + 1 examples on that tree.
+
+    Parameters
+    ----------
+    kernel : (d, d), fixed for the batch
+    n_contexts : int >= 1
+    L : int >= 0 in-context examples (the query is one more example on the same tree)
+    H : int >= 2 positions
+    rng : numpy.random.Generator
+    init : (d,) or None (stationary)
+
+    Returns
+    -------
+    TaskBatch(parents (B, H), context (B, L, H), query (B, H)).
+    """
+    kernel = check_kernel(kernel)
+    if kernel.ndim != 2:
+        raise ValueError(f"kernel must be a single (d, d) matrix, got shape {kernel.shape}")
+    B = check_positive_int(n_contexts, "n_contexts", minimum=1)
+    L = check_positive_int(L, "L", minimum=0)
+    H = check_positive_int(H, "H", minimum=2)
+    rng = check_rng(rng)
+    d = kernel.shape[0]
+    init = stationary_distribution(kernel) if init is None else check_init(init, d)
+    parents = np.empty((B, H), dtype=np.int64)
+    parents[:, 0] = -1
+    parents[:, 1:] = rng.integers(0, np.arange(1, H), size=(B, H - 1))
+    u = rng.random((H, B, L + 1))
+    x = np.empty((B, L + 1, H), dtype=np.int64)
+    x[:, :, 0] = _draw_roots(init, u[0])
+    flat = _flat_cdf(kernel)
+    rows = np.arange(B)
+    for h in range(1, H):
+        parent_tokens = x[rows, :, parents[:, h]]  # (B, L+1)
+        x[:, :, h] = _draw_children(flat, d, parent_tokens, u[h])
+    return TaskBatch(parents=parents, context=x[:, :L, :], query=x[:, L, :])
