@@ -74,7 +74,8 @@ class CheckContext:
 
     ``rng(name)`` gives every check its own generator derived from the report seed and a name, so adding a
     check never shifts the random numbers of another. ``cache`` lets several checks share one expensive
-    object (a trained model) inside one report run.
+    object (a trained model) inside one report run. ``map(fn, tasks)`` runs a sweep through the report's
+    executor (serial, joblib processes or Dask), with results independent of the backend.
     """
 
     tier: str = "quick"
@@ -82,6 +83,10 @@ class CheckContext:
     figures_dir: Path | None = None
     quiet: bool = True
     cache: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)  # user input, e.g. {"kernel": ndarray} from --kernel FILE
+    jobs: int = 1
+    backend: str = "joblib"
+    scheduler: str | None = None
 
     def __post_init__(self) -> None:
         if self.tier not in TIERS:
@@ -99,6 +104,13 @@ class CheckContext:
     def rng(self, name: str) -> np.random.Generator:
         """A NumPy generator derived from the report seed and ``name``."""
         return np.random.default_rng(np.random.SeedSequence([self.seed, zlib.crc32(name.encode())]))
+
+    def map(self, fn, tasks, desc: str | None = None) -> list:
+        """Run ``fn`` over ``tasks`` with the report's executor (see :mod:`reports.executor`), results in order."""
+        from reports.executor import map_tasks
+
+        return map_tasks(fn, tasks, jobs=self.jobs, backend=self.backend, scheduler=self.scheduler,
+                         quiet=self.quiet, desc=desc)
 
     def figure_path(self, filename: str) -> Path:
         """Where to save a figure; the check puts ``filename`` into ``CheckOutcome.figures``."""
