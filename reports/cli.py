@@ -1,0 +1,190 @@
+"""The ``bma-verify`` command (SPEC.md §6)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from reports.core import TIERS, CheckContext
+from reports.registry import CLAIM_IDS, CLAIMS, get_claim, implemented
+
+PRESETS = ("fig2", "fig3", "fig5", "fig6", "ds", "robustness")
+
+
+def load_kernel(path) -> np.ndarray:
+    """A user's kernel from .npy, .csv (comma-separated rows) or .json (a list of rows, or {"kernel": rows})."""
+    from numerics._validate import check_kernel
+
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"--kernel file {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        kernel = np.load(path, allow_pickle=False)
+    elif suffix == ".csv":
+        kernel = np.loadtxt(path, delimiter=",", ndmin=2)
+    elif suffix == ".json":
+        data = json.loads(path.read_text())
+        kernel = np.asarray(data["kernel"] if isinstance(data, dict) else data, dtype=float)
+    else:
+        raise ValueError(f"--kernel must be a .npy, .csv or .json file, got {path.name}")
+    kernel = check_kernel(kernel, name="kernel (from --kernel)")
+    if kernel.ndim != 2:
+        raise ValueError(f"kernel (from --kernel) must be one (d, d) matrix, got shape {kernel.shape}")
+    return kernel
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bma-verify",
+        description="Verify, symbolically, numerically and on trained transformers, the claims of 'How "
+                    "Transformers Learn Causal Structures In-Context' (ICLR 2026).")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    check = sub.add_parser("check", help="run the checks of some or all claims and print their verdicts "
+                                         "(exit status 1 on any fail)")
+    check.add_argument("claims", nargs="*", metavar="CLAIM", help=f"claim ids (default: all): {', '.join(CLAIM_IDS)}")
+    check.add_argument("--tier", choices=TIERS, default="quick")
+    check.add_argument("--seed", type=int, default=0)
+    check.add_argument("--json", action="store_true", help="print results as JSON")
+    check.add_argument("--kernel", metavar="FILE", help="your own kernel (.npy, .csv or .json) for lemma3-strict-dpi")
+    check.add_argument("--instance", metavar="FILE", help="re-check a saved counterexample instance (JSON)")
+    check.add_argument("--list", action="store_true", help="list the claim ids and their checks, run nothing")
+    check.add_argument("--quiet", action="store_true")
+
+    train = sub.add_parser("train", help="train a model on a preset of the paper's experiments")
+    train.add_argument("--preset", choices=PRESETS, required=True)
+    train.add_argument("--steps", type=int)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    train.add_argument("--out", metavar="DIR")
+    train.add_argument("--quiet", action="store_true")
+    train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+
+    report = sub.add_parser("report", help="build REPORT.md, report.html, figures/ and results.json")
+    report.add_argument("--tier", choices=TIERS, default="quick")
+    report.add_argument("--out", metavar="DIR", default="reports/latest")
+    report.add_argument("--force", action="store_true", help="replace an existing report folder")
+    report.add_argument("--seed", type=int, default=0)
+    report.add_argument("--quiet", action="store_true")
+    report.add_argument("--claims", nargs="+", metavar="CLAIM", help="only these claims")
+    _executor_args(report)
+
+    search = sub.add_parser("search", help="Hypothesis-driven counterexample search")
+    search.add_argument("target", choices=("lemma3", "thm3"))
+    search.add_argument("--budget", type=int, default=200, help="number of examples to try")
+    search.add_argument("--seed", type=int, default=0)
+    search.add_argument("--out", metavar="FILE", help="write the counterexample instance (JSON) here")
+    search.add_argument("--quiet", action="store_true")
+    return parser
+
+
+def _executor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jobs", type=int, default=1, help="worker processes for sweeps")
+    p.add_argument("--backend", choices=("joblib", "dask"), default="joblib")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"check": _check, "train": _train, "report": _report, "search": _search}[args.command](args)
+    except (ValueError, FileExistsError) as exc:
+        print(f"bma-verify {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"bma-verify {args.command}: interrupted; nothing was written over an existing output",
+              file=sys.stderr)
+        return 130
+
+
+def _check(args) -> int:
+    if args.list:
+        for claim in CLAIMS:
+            kinds = ", ".join(f"{c.kind}{'' if implemented(c) else ' (not yet implemented)'}" for c in claim.checks)
+            print(f"{claim.id:28s} {kinds}")
+        return 0
+    if args.instance:
+        from reports.search import check_instance
+
+        instance = json.loads(Path(args.instance).read_text())
+        result = check_instance(instance)
+        print(json.dumps(result, indent=2) if args.json else _instance_line(result))
+        return 1 if result.get("verdict") == "fail" else 0
+    claims = [get_claim(c) for c in args.claims] if args.claims else list(CLAIMS)
+    options = {}
+    if args.kernel:
+        if [c.id for c in claims] != ["lemma3-strict-dpi"]:
+            raise ValueError("--kernel applies to lemma3-strict-dpi only: bma-verify check lemma3-strict-dpi --kernel FILE")
+        options["kernel"] = load_kernel(args.kernel)
+    from reports.builder import run_claims
+
+    with tempfile.TemporaryDirectory() as figures:
+        ctx = CheckContext(tier=args.tier, seed=args.seed, figures_dir=Path(figures), quiet=args.quiet or args.json,
+                           options=options)
+        records = run_claims(claims, ctx, progress=not (args.quiet or args.json))
+    if args.json:
+        print(json.dumps({"tier": args.tier, "seed": args.seed, "claims": records}, indent=2, ensure_ascii=False))
+    else:
+        print(f"{'claim':28s} {'kind':12s} {'verdict':13s} {'seconds':>8s}  summary")
+        for claim in records:
+            for check in claim["checks"]:
+                print(f"{claim['id']:28s} {check['kind']:12s} {check['verdict']:13s} {check['seconds']:8.2f}  "
+                      f"{check['summary']}")
+            if not claim["checks"]:
+                print(f"{claim['id']:28s} {'-':12s} {'inconclusive':13s} {'':8s}  no checks implemented yet")
+        verdicts = [c["verdict"] for c in records]
+        print(f"\n{verdicts.count('pass')} passed, {verdicts.count('fail')} failed, "
+              f"{verdicts.count('inconclusive')} inconclusive (claims)")
+    return 1 if any(c["verdict"] == "fail" for c in records) else 0
+
+
+def _instance_line(result: dict) -> str:
+    return f"{result.get('target', 'instance')}: {result.get('verdict')} — {result.get('summary', '')}"
+
+
+def _train(args) -> int:
+    if args.preset == "ds":
+        from model.ds import train_ds_preset as run
+        metrics = run(steps=args.steps, seed=args.seed, device=args.device, out=args.out, quiet=args.quiet,
+                      resume=args.resume)
+    else:
+        from model.presets import train_preset
+
+        metrics = train_preset(args.preset, steps=args.steps, seed=args.seed, device=args.device, out=args.out,
+                               quiet=args.quiet, resume=args.resume)
+    if not args.quiet:
+        print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}, indent=2))
+    return 0
+
+
+def _report(args) -> int:
+    from reports.builder import build_report
+
+    out = build_report(args.tier, args.out, seed=args.seed, claims=args.claims, force=args.force,
+                       quiet=args.quiet, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler)
+    results = json.loads((out / "results.json").read_text())
+    verdicts = [c["verdict"] for c in results["claims"]]
+    print(f"report written to {out}/REPORT.md ({verdicts.count('pass')} pass, {verdicts.count('fail')} fail, "
+          f"{verdicts.count('inconclusive')} inconclusive)")
+    return 0
+
+
+def _search(args) -> int:
+    from reports.search import run_search
+
+    result = run_search(args.target, budget=args.budget, seed=args.seed, quiet=args.quiet)
+    if args.out and result.get("instance") is not None:
+        from reports.builder import write_text_atomic
+
+        write_text_atomic(Path(args.out), json.dumps(result["instance"], indent=2) + "\n", overwrite=False)
+    print(json.dumps(result, indent=2))
+    return 1 if result.get("instance") is not None else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
