@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m benchmarks` (or `make bench`) runs every `bench_*.py` module's `main()`."""
