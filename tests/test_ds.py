@@ -166,7 +166,7 @@ def test_random_parent_trees_are_uniform():
         counts = np.bincount(par[:, h], minlength=h)
         assert len(counts) == h
         p = 1.0 / h
-        assert np.all(np.abs(counts - n * p) < 5 * math.sqrt(n * p * (1 - p)))
+        assert np.all(np.abs(counts - n * p) <= 5 * math.sqrt(n * p * (1 - p)))
 
 
 def test_random_orthogonal_is_orthogonal_and_seeded():
