@@ -122,3 +122,12 @@ def test_marginal_and_depths():
     assert nm.lowest_common_ancestor(parents, 2, 4) == 1
     init = np.array([1.0, 0.0])
     np.testing.assert_allclose(nm.marginal(kernel, parents, 4, init=init), init @ kernel @ kernel @ kernel)
+
+
+@given(bst.instances(min_eps=0.01, max_H=8))
+def test_parent_is_most_informative_readme_example(instance):
+    # The README's example property (DPI: x_h ⊥ x_h' | x_pa(h) for every earlier h'), kept so the README runs.
+    kernel, parents, init = instance
+    h = len(parents) - 1
+    mi = [nm.mutual_information(nm.pairwise_joint(kernel, parents, h, k, init=init)) for k in range(h)]
+    assert max(mi) <= mi[parents[h]] + 1e-12
