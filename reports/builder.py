@@ -53,8 +53,10 @@ def claim_verdict(check_verdicts: list[str]) -> str:
     return "inconclusive"
 
 
-def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = False) -> list[dict]:
-    """Run every implemented check of ``claims``; one dict per claim in the results.json schema (SPEC §6).
+def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = False,
+               kinds: Iterable[str] | None = None) -> list[dict]:
+    """Run every implemented check of ``claims`` (of the given ``kinds``, default all); one dict per claim in the
+    results.json schema (SPEC §6).
 
     A check that raises is recorded as ``fail`` with the error, never dropped: a crash means the claim was not
     verified, and the report must say so.
@@ -63,7 +65,9 @@ def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = F
 
     matplotlib.use("Agg")
     claims = list(claims)
-    work = [(claim, check) for claim in claims for check in claim.checks if implemented(check)]
+    kinds = None if kinds is None else set(kinds)
+    work = [(claim, check) for claim in claims for check in claim.checks
+            if implemented(check) and (kinds is None or check.kind in kinds)]
     bar = tqdm(total=len(work), disable=None if progress else True, unit="check")
     records = {claim.id: [] for claim in claims}
     for claim, check in work:

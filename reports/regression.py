@@ -1,0 +1,79 @@
+"""Compare a rerun's measured values with the committed reference report (``reports/reference/``).
+
+Tolerances are stated per value by the check that produced it (``CheckOutcome.tolerances``: exact values tight,
+Monte Carlo values within their error, trained-model values within seed spread). A value without a stated
+tolerance is compared at ``abs=1e-9`` (floats) or exactly (everything else).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
+DEFAULT_ABS = 1e-9
+
+
+def _leaves(value, prefix=""):
+    """(dotted name, value) for every non-dict value of a nested dict."""
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            yield from _leaves(sub, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, value
+
+
+def _tolerance_for(key: str, tolerances: dict) -> dict | None:
+    """The tolerance of ``key`` or of its closest listed parent ("a.b.c" falls back to "a.b", then "a")."""
+    parts = key.split(".")
+    for n in range(len(parts), 0, -1):
+        name = ".".join(parts[:n])
+        if name in tolerances:
+            return tolerances[name]
+    return None
+
+
+def _close(ref, new, tol: dict | None) -> bool:
+    if isinstance(ref, list) and isinstance(new, list):
+        return len(ref) == len(new) and all(_close(a, b, tol) for a, b in zip(ref, new))
+    if isinstance(ref, bool) or isinstance(new, bool) or not (
+            isinstance(ref, (int, float)) and isinstance(new, (int, float))):
+        return ref == new
+    if tol is None:
+        if isinstance(ref, int) and isinstance(new, int):
+            return ref == new
+        tol = {"abs": DEFAULT_ABS}
+    if math.isnan(ref) or math.isnan(new):
+        return math.isnan(ref) and math.isnan(new)
+    allowed = tol.get("abs", 0.0) + tol.get("rel", 0.0) * abs(ref)
+    return abs(new - ref) <= allowed
+
+
+def compare_results(reference: dict, current: dict) -> list[str]:
+    """Descriptions of every measured value that moved beyond its tolerance (empty when nothing moved).
+
+    Checks are matched by (claim id, check function); only checks present in ``current`` are compared, and a
+    check of the reference missing from ``current`` is not reported (the caller chooses what to rerun).
+    """
+    moved = []
+    ref_checks = {(c["id"], k["function"]): k for c in reference["claims"] for k in c["checks"]}
+    for claim in current["claims"]:
+        for check in claim["checks"]:
+            key = (claim["id"], check["function"])
+            if key not in ref_checks:
+                moved.append(f"{claim['id']} {check['function']}: not in the reference report")
+                continue
+            ref = ref_checks[key]
+            if ref["verdict"] != check["verdict"]:
+                moved.append(f"{claim['id']} {check['function']}: verdict {ref['verdict']} -> {check['verdict']}")
+            tolerances = ref.get("tolerances") or {}
+            ref_values = dict(_leaves(ref["measured"]))
+            new_values = dict(_leaves(check["measured"]))
+            for name in sorted(set(ref_values) | set(new_values)):
+                if name not in new_values or name not in ref_values:
+                    moved.append(f"{claim['id']} {check['function']}: value {name!r} appeared or disappeared")
+                    continue
+                tol = _tolerance_for(name, tolerances)
+                if not _close(ref_values[name], new_values[name], tol):
+                    moved.append(f"{claim['id']} {check['function']}: {name} moved from {ref_values[name]!r} to "
+                                 f"{new_values[name]!r} (tolerance {tol or {'abs': DEFAULT_ABS}})")
+    return moved

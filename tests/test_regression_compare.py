@@ -1,0 +1,49 @@
+"""reports.regression.compare_results flags exactly the values that moved beyond their stated tolerance."""
+import copy
+
+from reports.regression import compare_results
+
+
+def _results(measured, tolerances=None, verdict="pass"):
+    return {"claims": [{"id": "c", "checks": [{"function": "m:f", "verdict": verdict, "measured": measured,
+                                               "tolerances": tolerances or {}}]}]}
+
+
+REF = _results({"exact": 0.5, "mc": {"estimate": 1.0, "stderr": 0.1}, "n": 10, "curve": [1.0, 2.0]},
+               tolerances={"mc": {"abs": 0.3}, "curve": {"rel": 0.1}})
+
+
+def test_identical_results_do_not_move():
+    assert compare_results(REF, copy.deepcopy(REF)) == []
+
+
+def test_exact_value_moving_past_default_tolerance_is_flagged():
+    new = copy.deepcopy(REF)
+    new["claims"][0]["checks"][0]["measured"]["exact"] = 0.5 + 1e-6
+    moved = compare_results(REF, new)
+    assert len(moved) == 1 and "exact" in moved[0] and "0.500001" in moved[0]
+
+
+def test_monte_carlo_value_within_its_parent_tolerance_is_not_flagged():
+    new = copy.deepcopy(REF)
+    new["claims"][0]["checks"][0]["measured"]["mc"]["estimate"] = 1.25  # tolerance of "mc" covers "mc.estimate"
+    assert compare_results(REF, new) == []
+    new["claims"][0]["checks"][0]["measured"]["mc"]["estimate"] = 1.35
+    assert any("mc.estimate" in m for m in compare_results(REF, new))
+
+
+def test_relative_tolerance_on_lists_and_exact_integers():
+    new = copy.deepcopy(REF)
+    new["claims"][0]["checks"][0]["measured"]["curve"] = [1.05, 2.1]
+    assert compare_results(REF, new) == []
+    new["claims"][0]["checks"][0]["measured"]["curve"] = [1.05, 2.5]
+    new["claims"][0]["checks"][0]["measured"]["n"] = 11
+    assert len(compare_results(REF, new)) == 2
+
+
+def test_verdict_change_and_missing_values_are_flagged():
+    new = copy.deepcopy(REF)
+    new["claims"][0]["checks"][0]["verdict"] = "fail"
+    del new["claims"][0]["checks"][0]["measured"]["n"]
+    moved = compare_results(REF, new)
+    assert any("verdict pass -> fail" in m for m in moved) and any("'n'" in m for m in moved)
