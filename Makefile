@@ -16,7 +16,7 @@ report: $(STAMP)
 	$(VENV)/bin/bma-verify report --tier quick --out reports/latest --force $(if $(CI),--quiet,)
 
 test: $(STAMP)
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest -q
+	OMP_NUM_THREADS=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest -q -n 2 --dist loadfile
 
 test-fast: $(STAMP)
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-dev} $(PY) -m pytest -q -m "not slow"
