@@ -1,0 +1,614 @@
+"""Exact and Monte Carlo sweeps for the information-theoretic claims (``lemma3-strict-dpi``,
+``lemma4-loglik-gap``, ``thm2-consistency``, ``thm3-init-gradient``) and the numeric ``prop1-invariance``.
+
+Every sweep is a function of a seed and a range of work items (instances, or blocks of sampled contexts). Item
+i draws all of its randomness from its own ``SeedSequence(seed, spawn_key=(..., i))``, and partial results
+merge associatively, so a sweep cut into chunks (e.g. mapped by the report's executor) gives the same result
+for a given seed however it is chunked::
+
+    parts = [lemma3_sweep_chunk(seed, start, min(start + 500, n)) for start in range(0, n, 500)]
+    result = merge_sweeps(parts)          # == lemma3_sweep_chunk(seed, 0, n)
+
+Why the Lemma 3 candidates are (or are not) theorems
+----------------------------------------------------
+Let h' < h, h' ≠ pa(h). Positions after h are never ancestors of anything before them, so h' is not a
+descendant of h and the tree path from h' to h passes through pa(h): x_h − x_pa(h) − x_{h'} is a Markov chain.
+The strong data-processing inequality for the channel T: x_pa(h) → x_{h'} (the conditional law
+P(x_{h'} | x_pa(h)), computed from the exact joint) under the input law P(x_pa(h)) gives the theorem
+
+    I(x_h; x_{h'}) ≤ η_KL(P(x_pa), T) · I(x_h; x_pa(h)).
+
+T is not π: it climbs from pa(h) to the lowest common ancestor c of (h', pa(h)) by the reversed chain, then
+descends to h' by π^{depth(h') − depth(c)}. When h' is not an ancestor of pa(h) (c ≠ h') T ends with at least
+one forward step of π, so η_KL(P, T) ≤ δ(π) ≤ 1 − d·min π and the Dobrushin and Doeblin candidates are
+theorems too. When h' is an ancestor of pa(h) (c = h') T is purely a reversed chain, whose Dobrushin
+coefficient is not controlled by δ(π); for those pairs the Dobrushin and Doeblin candidates are conjectures,
+and the sweep counts them separately (relation "ancestor").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import rel_entr, xlogy
+
+from numerics._validate import check_init, check_kernel, check_parents, check_positive_int
+from numerics.contraction import chi2_contraction, dobrushin_coefficients, doeblin_bound, kl_contraction_batch
+from numerics.estimators import Estimate, mean_estimate, mutual_information_estimate, mutual_information_ratio_estimate
+from numerics.gradient import chi2_gain, init_gradient
+from numerics.information import chi2_mutual_information, depths, dobrushin_coefficient, mutual_information
+from numerics.task import random_kernel, random_parents, sample_chains, stationary_distribution
+
+#: Documented ranges of the random instances (SPEC §4 asks for d, H, ε over documented ranges).
+#: d and H uniform on the ranges; ε ~ U[0, 1/(2d)] (so π ≥ ε > 0 a.s.); Dirichlet concentration log-uniform
+#: on [0.2, 5]; the non-stationary μ₀ ~ Dirichlet(1).
+LEMMA3_RANGES = {"d": (2, 5), "H": (3, 10), "eps_times_d": (0.0, 0.5), "dirichlet_alpha": (0.2, 5.0)}
+#: Theorem 3 enumerates d^(h+1) configurations, so it uses smaller ranges; 5% of its kernels are
+#: zero-information (identical rows) so that the tie bookkeeping is exercised.
+THM3_RANGES = {"d": (2, 4), "H": (3, 7), "eps_times_d": (0.0, 0.5), "dirichlet_alpha": (0.2, 5.0),
+               "max_configurations": 20_000, "zero_information_fraction": 0.05}
+INIT_KINDS = ("stationary", "non-stationary")
+#: Relative tolerance for "ratio > α" and for gradient ties (float64 rounding on sums of ≤ 2e6 terms).
+VIOLATION_RTOL = 1e-9
+TIE_ATOL = 1e-12
+
+_LEMMA3_TAG, _THM3_TAG, _THM2_TAG = 3, 33, 2
+
+
+def _item_rng(seed, tag: int, *index: int) -> np.random.Generator:
+    """The generator of work item ``index`` of sweep ``tag``: independent of how items are chunked."""
+    if isinstance(seed, np.random.SeedSequence):
+        entropy, prefix = seed.entropy, tuple(seed.spawn_key)
+    else:
+        entropy, prefix = int(seed), ()
+    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=prefix + (tag, *index)))
+
+
+def draw_instance(rng: np.random.Generator, ranges: dict) -> dict:
+    """One random (kernel, tree, non-stationary μ₀) over ``ranges`` (see ``LEMMA3_RANGES``), as JSON-ready data."""
+    d = int(rng.integers(ranges["d"][0], ranges["d"][1] + 1))
+    H = int(rng.integers(ranges["H"][0], ranges["H"][1] + 1))
+    if "max_configurations" in ranges:
+        while d**H > ranges["max_configurations"]:
+            H -= 1
+    eps = float(rng.uniform(*ranges["eps_times_d"]) / d)
+    low, high = np.log(ranges["dirichlet_alpha"])
+    concentration = float(np.exp(rng.uniform(low, high)))
+    kernel = random_kernel(d, alpha=concentration, eps=eps, rng=rng)
+    zero_information = bool(rng.random() < ranges.get("zero_information_fraction", 0.0))
+    if zero_information:
+        kernel = np.repeat(kernel[:1], d, axis=0)  # identical rows: x_h is independent of everything
+    parents = random_parents(H, rng=rng)
+    init = rng.dirichlet(np.ones(d))
+    return {"d": d, "H": H, "eps": eps, "dirichlet_alpha": concentration, "zero_information": zero_information,
+            "kernel": kernel, "parents": parents, "init": init}
+
+
+def _resolve_init(kernel: np.ndarray, init) -> np.ndarray:
+    return stationary_distribution(kernel) if init is None else check_init(init, kernel.shape[0])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Exact quantities for every (h, h') pair of one instance
+
+
+def lemma3_pairs(kernel, parents, init=None) -> dict:
+    """Exact Lemma 3 quantities for every pair h' < h, h' ≠ pa(h), of one tree (``lemma3-strict-dpi``).
+
+    Joints are computed through the lowest common ancestor c of (h', pa(h)):
+    P(x_{h'}, x_pa) = (π^{k1})ᵀ diag(P(x_c)) π^{k2}, k1 = depth(h') − depth(c), k2 = depth(pa) − depth(c);
+    then P(x_{h'}, x_h) = P(x_{h'}, x_pa) π and P(x_pa, x_h) = diag(P(x_pa)) π. All pairs are vectorised.
+
+    Parameters
+    ----------
+    kernel : (d, d); parents : (H,); init : (d,) or None (stationary).
+
+    Returns
+    -------
+    dict of arrays over the P pairs: ``h``, ``h_prime``, ``parent``, ``ancestor`` (h' is an ancestor of
+    pa(h)), ``joint_candidate_child`` (P, d, d) = P(x_{h'}, x_h), ``joint_parent_child`` (P, d, d),
+    ``joint_candidate_parent`` (P, d, d), ``mi_candidate``, ``mi_parent``, ``ratio`` (NaN where
+    I(x_h; x_pa) = 0), ``eta_chi2`` and ``dobrushin_channel`` of the channel x_pa → x_{h'}, and the scalars
+    ``dobrushin`` δ(π) and ``doeblin`` 1 − d·min π.
+    """
+    kernel = check_kernel(kernel)
+    parents = check_parents(parents)
+    init = _resolve_init(kernel, init)
+    d, H = kernel.shape[0], parents.shape[0]
+    depth = depths(parents)  # (H,)
+    ancestors = np.zeros((H, H), dtype=bool)  # ancestors[k, j]: j is an ancestor of k (k included)
+    for k in range(H):
+        if k > 0:
+            ancestors[k] = ancestors[parents[k]]
+        ancestors[k, k] = True
+    powers = np.empty((H, d, d))  # powers[t] = π^t
+    powers[0] = np.eye(d)
+    for t in range(1, H):
+        powers[t] = powers[t - 1] @ kernel
+    laws = init[None, :] @ powers[depth]  # (H, 1, d) -> law of every position
+    laws = laws[:, 0, :]  # (H, d)
+
+    h, h_prime = np.tril_indices(H, k=-1)  # all h' < h
+    keep = h_prime != parents[h]
+    h, h_prime = h[keep], h_prime[keep]
+    parent = parents[h]  # (P,)
+    common = ancestors[h_prime] & ancestors[parent]  # (P, H)
+    lca = H - 1 - np.argmax(common[:, ::-1], axis=1)  # deepest common ancestor = largest index
+    up = powers[depth[h_prime] - depth[lca]]  # (P, d, d): x_c -> x_{h'}
+    down = powers[depth[parent] - depth[lca]]  # (P, d, d): x_c -> x_pa
+    joint_candidate_parent = np.einsum("pza,pz,pzb->pab", up, laws[lca], down)  # (P, d, d)
+    joint_candidate_child = joint_candidate_parent @ kernel  # (P, d, d)
+    joint_parent_child = laws[parent][:, :, None] * kernel[None]  # (P, d, d)
+
+    mi_candidate = np.atleast_1d(mutual_information(joint_candidate_child)) if h.size else np.zeros(0)
+    mi_parent = np.atleast_1d(mutual_information(joint_parent_child)) if h.size else np.zeros(0)
+    ratio = np.divide(mi_candidate, mi_parent, out=np.full_like(mi_candidate, np.nan), where=mi_parent > 0)
+
+    parent_law = laws[parent]  # (P, d)
+    channel = np.swapaxes(joint_candidate_parent, -1, -2)  # (P, d_pa, d_h'): P(x_pa = b, x_h' = a)
+    channel = np.divide(channel, parent_law[:, :, None], out=np.full_like(channel, 1.0 / d),
+                        where=parent_law[:, :, None] > 0)  # rows of unreachable parent states: uniform
+    return {
+        "h": h, "h_prime": h_prime, "parent": parent, "ancestor": lca == h_prime,
+        "joint_candidate_child": joint_candidate_child, "joint_parent_child": joint_parent_child,
+        "joint_candidate_parent": joint_candidate_parent, "parent_law": parent_law, "channel": channel,
+        "mi_candidate": mi_candidate, "mi_parent": mi_parent, "ratio": ratio,
+        "eta_chi2": chi2_contraction(parent_law, channel) if h.size else np.zeros(0),
+        "dobrushin_channel": dobrushin_coefficients(channel) if h.size else np.zeros(0),
+        "dobrushin": float(dobrushin_coefficient(kernel)), "doeblin": doeblin_bound(kernel),
+    }
+
+
+def sdpi_coefficients(pairs: dict, indices, *, steps: int = 100) -> np.ndarray:
+    """η_KL of the channel x_pa(h) → x_{h'} under P(x_pa(h)) for pairs ``indices`` of :func:`lemma3_pairs`.
+
+    Computed by :func:`numerics.contraction.kl_contraction_batch`, seeded with the conditional laws
+    P(x_pa | x_h = u) of the pair's own chain x_h − x_pa − x_{h'}, so each value is at least that pair's
+    ratio I(x_h; x_{h'})/I(x_h; x_pa) (the content of the SDPI theorem) up to rounding. (len(indices),)
+    """
+    indices = np.asarray(indices, dtype=np.int64)
+    if indices.size == 0:
+        return np.zeros(0)
+    joint = pairs["joint_parent_child"][indices]  # (N, d_pa, d_h)
+    child_law = joint.sum(-2, keepdims=True)  # (N, 1, d_h)
+    conditional = np.divide(joint, child_law, out=np.zeros_like(joint), where=child_law > 0)
+    seeds = np.swapaxes(conditional, -1, -2)  # (N, d_h, d_pa): row u = P(x_pa | x_h = u)
+    seeds = np.where(seeds.sum(-1, keepdims=True) > 0, seeds, pairs["parent_law"][indices][:, None, :])
+    return kl_contraction_batch(pairs["parent_law"][indices], pairs["channel"][indices], seeds, steps=steps)
+
+
+def lemma4_terms(kernel, joint_parent_child, joint_candidate_child) -> dict:
+    """Both sides of the Lemma 4 identity for batched pairs (``lemma4-loglik-gap``).
+
+    lhs = E log π(x_h | x_pa) − E log π(x_h | x_{h'}), from the joints and log π directly;
+    rhs = [I(x_h; x_pa) − I(x_h; x_{h'})] + E_{x_{h'}} KL(q(·|x_{h'}) ‖ π(·|x_{h'})), q the true conditional.
+
+    Parameters
+    ----------
+    kernel : (d, d); joint_parent_child, joint_candidate_child : (..., d, d) joints with x_h on the columns.
+
+    Returns
+    -------
+    dict of (...,) arrays: ``lhs``, ``rhs``, ``mi_parent``, ``mi_candidate``, ``kl``.
+    """
+    kernel = check_kernel(kernel)
+    # xlogy: 0 · log π = 0 where the joint has no mass; π > 0 wherever the joint has mass.
+    lhs = xlogy(joint_parent_child, kernel).sum((-2, -1)) - xlogy(joint_candidate_child, kernel).sum((-2, -1))
+    candidate_law = joint_candidate_child.sum(-1)  # (..., d)
+    kl = rel_entr(joint_candidate_child, candidate_law[..., :, None] * kernel).sum((-2, -1))
+    mi_parent = mutual_information(joint_parent_child)
+    mi_candidate = mutual_information(joint_candidate_child)
+    return {"lhs": lhs, "rhs": np.asarray(mi_parent) - mi_candidate + kl, "mi_parent": mi_parent,
+            "mi_candidate": mi_candidate, "kl": kl}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Mergeable sweep results
+
+
+@dataclass
+class Worst:
+    """The extreme value of a quantity over a sweep and the instance where it occurred (ties: lowest key)."""
+
+    value: float = -np.inf
+    key: tuple = ()
+    instance: dict | None = None
+
+    def offer(self, value: float, key: tuple, make_instance) -> None:
+        if value > self.value or (value == self.value and (not self.key or key < self.key)):
+            self.value, self.key, self.instance = float(value), key, make_instance()
+
+    def merged(self, other: "Worst") -> "Worst":
+        out = Worst(self.value, self.key, self.instance)
+        if other.key:
+            out.offer(other.value, other.key, lambda: other.instance)
+        return out
+
+
+@dataclass
+class SweepResult:
+    """Counts and extremes of a sweep; ``merge_sweeps`` combines chunks (sums counts, keeps worst values)."""
+
+    name: str
+    counts: dict = field(default_factory=dict)
+    worst: dict = field(default_factory=dict)
+    maxima: dict = field(default_factory=dict)
+
+    def add(self, key: str, amount: int = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + int(amount)
+
+    def offer(self, key: str, value: float, item_key: tuple, make_instance) -> None:
+        self.worst.setdefault(key, Worst()).offer(value, item_key, make_instance)
+
+    def maximum(self, key: str, value: float) -> None:
+        self.maxima[key] = max(self.maxima.get(key, -np.inf), float(value))
+
+    def summary(self) -> dict:
+        """JSON-ready: counts, maxima, and for each worst quantity its value and instance."""
+        return {"name": self.name, "counts": dict(sorted(self.counts.items())),
+                "maxima": dict(sorted(self.maxima.items())),
+                "worst": {k: {"value": w.value, "instance": w.instance} for k, w in sorted(self.worst.items())}}
+
+
+def merge_sweeps(parts) -> SweepResult:
+    """Combine chunk results of one sweep; the result does not depend on the chunking or the order."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("parts must contain at least one SweepResult")
+    out = SweepResult(parts[0].name)
+    for part in parts:
+        if part.name != out.name:
+            raise ValueError(f"parts must come from one sweep; got {out.name!r} and {part.name!r}")
+        for key, value in part.counts.items():
+            out.add(key, value)
+        for key, value in part.maxima.items():
+            out.maximum(key, value)
+        for key, worst in part.worst.items():
+            out.worst[key] = out.worst.get(key, Worst()).merged(worst)
+    return out
+
+
+def instance_record(target: str, kernel, parents, init, **extra) -> dict:
+    """A JSON-ready instance (the format of ``reports.search``): lists, with ``init`` None for stationary."""
+    record = {"target": target, "kernel": np.asarray(kernel).tolist(), "parents": np.asarray(parents).tolist(),
+              "init": None if init is None else np.asarray(init).tolist()}
+    record.update({k: (v.item() if isinstance(v, np.generic) else v) for k, v in extra.items()})
+    return record
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Lemma 3 and Lemma 4 sweeps
+
+LEMMA3_CANDIDATES = ("sdpi", "dobrushin_channel", "dobrushin", "doeblin", "eta_chi2")
+
+
+def lemma3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = LEMMA3_RANGES, compute_sdpi: bool = True,
+                       quiet: bool = True) -> SweepResult:
+    """Exact Lemma 3 and Lemma 4 check of instances ``start..stop-1`` of the sweep with ``seed``.
+
+    Each instance is a random (kernel, tree) over ``ranges`` evaluated under both μ₀ (stationary and a drawn
+    non-stationary law); every pair h' < h, h' ≠ pa(h) is checked against each candidate α of
+    ``LEMMA3_CANDIDATES``: ``sdpi`` η_KL of the channel x_pa → x_{h'} (computed numerically only where the
+    ratio exceeds η_χ², since η_KL ≥ η_χ²), ``dobrushin_channel`` δ of that channel, ``dobrushin`` δ(π),
+    ``doeblin`` 1 − d·min π, and ``eta_chi2`` (η_χ² of the channel, not a valid bound for I in general).
+    Lemma 4: max |lhs − rhs| of the identity and the smallest gap.
+
+    Counts (keys of ``counts``): ``pairs``, ``degenerate`` (I(x_h; x_pa) = 0), ``violations/<candidate>``,
+    ``violations/<candidate>/ancestor``, ``pairs/ancestor``, ``lemma4/nonpositive_gap``; per init kind the
+    same with a ``<kind>/`` prefix. Worst values: ``ratio``, ``excess/<candidate>`` (ratio − α),
+    ``lemma4/identity_error``, ``lemma4/negative_gap`` (minus the smallest gap).
+    """
+    from tqdm import tqdm
+
+    result = SweepResult("lemma3")
+    for index in tqdm(range(start, stop), disable=quiet, desc="lemma3 sweep"):
+        instance = draw_instance(_item_rng(seed, _LEMMA3_TAG, index), ranges)
+        kernel, parents = instance["kernel"], instance["parents"]
+        for kind in INIT_KINDS:
+            init = None if kind == "stationary" else instance["init"]
+            pairs = lemma3_pairs(kernel, parents, init)
+            _score_lemma3_pairs(result, pairs, kernel, parents, init, kind, index, compute_sdpi)
+    return result
+
+
+def _score_lemma3_pairs(result, pairs, kernel, parents, init, kind, index, compute_sdpi) -> None:
+    n = pairs["h"].size
+    result.add("pairs", n)
+    result.add(f"{kind}/pairs", n)
+    result.add("pairs/ancestor", int(pairs["ancestor"].sum()))
+    defined = np.isfinite(pairs["ratio"])
+    result.add("degenerate", int((~defined).sum()))
+    ratio = np.where(defined, pairs["ratio"], 0.0)
+    # rounding of I(x_h; x_pa) (absolute ~1e-16 per term) moves the ratio by ~1e-15 / I(x_h; x_pa)
+    tolerance = VIOLATION_RTOL + 1e-14 / np.where(defined, pairs["mi_parent"], 1.0)
+    alphas = {"dobrushin_channel": pairs["dobrushin_channel"], "eta_chi2": pairs["eta_chi2"],
+              "dobrushin": np.full(n, pairs["dobrushin"]), "doeblin": np.full(n, pairs["doeblin"])}
+    # η_KL ≥ η_χ², so the numerical η_KL is only needed where the ratio is above η_χ².
+    sdpi = pairs["eta_chi2"].copy()
+    if compute_sdpi:
+        needed = np.flatnonzero(defined & (ratio > pairs["eta_chi2"]))
+        sdpi[needed] = sdpi_coefficients(pairs, needed)
+        result.add("sdpi_computed", needed.size)
+    alphas["sdpi"] = sdpi
+
+    def make(p, alpha_name=None):
+        return lambda: instance_record(
+            "lemma3", kernel, parents, init, h=int(pairs["h"][p]), h_prime=int(pairs["h_prime"][p]),
+            alpha=alpha_name or "dobrushin", ratio=float(ratio[p]), relation=_relation(pairs, p),
+            instance_index=int(index), init_kind=kind)
+
+    def offer_largest(key: str, values: np.ndarray, alpha_name=None) -> None:
+        # one offer per (instance, init): the first pair attaining this instance's largest value
+        values = np.where(defined, values, -np.inf)
+        if n and np.isfinite(values).any():
+            p = int(np.argmax(values))
+            result.offer(key, values[p], (index, kind, p), make(p, alpha_name))
+
+    offer_largest("ratio", ratio)
+    for name, alpha in alphas.items():
+        violated = defined & (ratio > alpha + tolerance)
+        result.add(f"violations/{name}", int(violated.sum()))
+        result.add(f"{kind}/violations/{name}", int(violated.sum()))
+        result.add(f"violations/{name}/ancestor", int((violated & pairs["ancestor"]).sum()))
+        offer_largest(f"excess/{name}", ratio - alpha, name)
+        if defined.any():
+            result.maximum(f"alpha_max/{name}", float(alpha[defined].max()))
+    if not n:
+        return
+    terms = lemma4_terms(kernel, pairs["joint_parent_child"], pairs["joint_candidate_child"])
+    gap = np.atleast_1d(terms["lhs"])
+    error = np.abs(gap - np.atleast_1d(terms["rhs"]))
+    result.add("lemma4/nonpositive_gap", int((gap <= 0).sum()))
+    defined = np.ones(n, dtype=bool)
+    offer_largest("lemma4/identity_error", error)
+    offer_largest("lemma4/negative_gap", -gap)
+
+
+def _relation(pairs: dict, p: int) -> str:
+    return "ancestor" if pairs["ancestor"][p] else "non-ancestor"
+
+
+def lemma3_check_pair(kernel, parents, h: int, h_prime: int, init=None) -> dict:
+    """Every Lemma 3 quantity for one pair (h, h'): ratio, each candidate α, relation (``lemma3-strict-dpi``)."""
+    pairs = lemma3_pairs(kernel, parents, init)
+    match = np.flatnonzero((pairs["h"] == h) & (pairs["h_prime"] == h_prime))
+    if match.size != 1:
+        raise ValueError(f"h_prime must satisfy 0 <= h_prime < h and h_prime != parents[h]; got h={h}, "
+                         f"h_prime={h_prime}, parents[h]={check_parents(parents)[h] if 0 <= h < len(parents) else '?'}")
+    p = int(match[0])
+    return {"h": h, "h_prime": h_prime, "ratio": float(pairs["ratio"][p]),
+            "mi_candidate": float(pairs["mi_candidate"][p]), "mi_parent": float(pairs["mi_parent"][p]),
+            "relation": _relation(pairs, p),
+            "alphas": {"sdpi": float(sdpi_coefficients(pairs, [p])[0]), "dobrushin_channel": float(pairs["dobrushin_channel"][p]),
+                       "dobrushin": pairs["dobrushin"], "doeblin": pairs["doeblin"],
+                       "eta_chi2": float(pairs["eta_chi2"][p])}}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Theorem 3 sweep
+
+
+def thm3_check_position(kernel, parents, h: int, init=None) -> dict:
+    """Exact and approximate init gradients at position h and whether the true parent is the largest.
+
+    ``margin_*`` = gradient of pa(h) − the largest other candidate's; a tie is |margin| ≤ TIE_ATOL
+    (zero-information kernels make every gradient zero), a violation is margin < −TIE_ATOL. Also
+    ``chi2_identity_error`` = |J(pa) − I_χ²(x_pa; x_h)| (``thm3-init-gradient``).
+    """
+    from numerics.information import pairwise_joint
+
+    parents = check_parents(parents)
+    exact = init_gradient(kernel, parents, h, init)  # (h,)
+    gain = chi2_gain(kernel, parents, h, init)  # (h,)
+    parent = int(parents[h])
+    others = np.delete(np.arange(h), parent)
+    chi2 = chi2_mutual_information(pairwise_joint(kernel, parents, parent, h, init))
+    return {"h": h, "parent": parent, "exact": exact, "approximate": gain / h,
+            "margin_exact": float(exact[parent] - exact[others].max()),
+            "margin_approximate": float((gain[parent] - gain[others].max()) / h),
+            "chi2_identity_error": float(abs(gain[parent] - chi2)), "i_chi2": float(chi2)}
+
+
+def thm3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = THM3_RANGES, quiet: bool = True) -> SweepResult:
+    """Theorem 3 on instances ``start..stop-1``: for every position h >= 2 (h = 1 has one candidate) and both
+    μ₀, is the true parent's expected init gradient the largest, exactly and in the approximate J form?
+
+    Counts: ``positions``, ``ties/<form>``, ``violations/<form>`` (and with a ``<kind>/`` prefix); worst:
+    ``negative_margin/<form>`` (minus the smallest margin among non-ties), ``chi2_identity_error``.
+    """
+    from tqdm import tqdm
+
+    result = SweepResult("thm3")
+    for index in tqdm(range(start, stop), disable=quiet, desc="thm3 sweep"):
+        instance = draw_instance(_item_rng(seed, _THM3_TAG, index), ranges)
+        kernel, parents = instance["kernel"], instance["parents"]
+        for kind in INIT_KINDS:
+            init = None if kind == "stationary" else instance["init"]
+            for h in range(2, instance["H"]):
+                out = thm3_check_position(kernel, parents, h, init)
+                result.add("positions")
+                result.add(f"{kind}/positions")
+                result.offer("chi2_identity_error", out["chi2_identity_error"], (index, kind, h),
+                             lambda: instance_record("thm3", kernel, parents, init, h=h, instance_index=index))
+                for form in ("exact", "approximate"):
+                    margin = out[f"margin_{form}"]
+                    scale = max(1.0, float(np.abs(out[form]).max()))
+                    if abs(margin) <= TIE_ATOL * scale:
+                        result.add(f"ties/{form}")
+                        result.add(f"{kind}/ties/{form}")
+                        continue
+                    if margin < 0:
+                        result.add(f"violations/{form}")
+                        result.add(f"{kind}/violations/{form}")
+                    result.offer(f"negative_margin/{form}", -margin, (index, kind, h),
+                                 lambda: instance_record("thm3", kernel, parents, init, h=h, form=form,
+                                                         margin=margin, instance_index=index, init_kind=kind))
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Theorem 2: error rate of the posterior's argmax against L
+
+
+#: Contexts per block: the unit of randomness of the Theorem 2 sweep (chunks are whole blocks).
+THM2_BLOCK = 500
+
+
+def hoeffding_bound(L, gap, eps) -> np.ndarray:
+    """exp(−L Δ² / (2 log²(1/ε))): Hoeffding's bound on P(score(pa) ≤ score(h')) (``thm2-consistency``).
+
+    Each example contributes log π(x_h|x_pa) − log π(x_h|x_{h'}) ∈ [log ε, log(1/ε)], an interval of width
+    2 log(1/ε), with mean Δ (the Lemma 4 gap). Broadcasts over L and gap.
+    """
+    if not 0.0 < eps < 1.0:
+        raise ValueError(f"eps must be in (0, 1) (the kernel's smallest entry); got {eps}")
+    gap = np.asarray(gap, dtype=np.float64)
+    return np.exp(-np.asarray(L, dtype=np.float64) * np.maximum(gap, 0.0) ** 2 / (2.0 * np.log(1.0 / eps) ** 2))
+
+
+def thm2_counts_chunk(seed, kernel, parents, Ls, block_start: int, block_stop: int, init=None) -> dict:
+    """Counts for context blocks ``block_start..block_stop-1`` (THM2_BLOCK contexts each) at every L in ``Ls``.
+
+    For each L and each sampled context of L examples on the fixed tree, the BMA scores
+    score(h, h') = Σ_l log π(x^l_h | x^l_{h'}) decide: ``pair_errors[i, p]`` counts score(pa) ≤ score(h') for
+    pair p; ``argmax_errors[i, h]`` counts positions where some h' ≠ pa(h) scores at least score(pa) (the
+    posterior's argmax is not uniquely the true parent).
+
+    Returns
+    -------
+    dict with ``contexts`` (int), ``pair_errors`` (len(Ls), P) and ``argmax_errors`` (len(Ls), H) int arrays.
+    """
+    kernel = check_kernel(kernel)
+    parents = check_parents(parents)
+    H = parents.shape[0]
+    log_kernel = np.log(kernel)
+    h_idx, hp_idx = _candidate_pairs(parents)
+    pair_errors = np.zeros((len(Ls), h_idx.size), dtype=np.int64)
+    argmax_errors = np.zeros((len(Ls), H), dtype=np.int64)
+    for i, L in enumerate(Ls):
+        L = check_positive_int(int(L), "L", 1)
+        for block in range(block_start, block_stop):
+            rng = _item_rng(seed, _THM2_TAG, i, block)
+            x = sample_chains(kernel, parents, THM2_BLOCK * L, rng=rng, init=init).reshape(THM2_BLOCK, L, H)
+            scores = log_kernel[x[:, :, None, :], x[:, :, :, None]].sum(1)  # (B, H, H): [b, h, h'] = Σ_l log π(x_h|x_h')
+            parent_score = scores[:, np.arange(1, H), parents[1:]]  # (B, H-1)
+            lose = scores[:, h_idx, hp_idx] >= scores[:, h_idx, parents[h_idx]]  # (B, P)
+            pair_errors[i] += lose.sum(0)
+            masked = np.where(np.tril(np.ones((H, H), dtype=bool), -1), scores, -np.inf)  # (B, H, H)
+            masked[:, np.arange(1, H), parents[1:]] = -np.inf
+            argmax_errors[i, 1:] += (masked[:, 1:].max(-1) >= parent_score).sum(0)
+    return {"contexts": (block_stop - block_start) * THM2_BLOCK, "pair_errors": pair_errors,
+            "argmax_errors": argmax_errors}
+
+
+def _candidate_pairs(parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    h, h_prime = np.tril_indices(parents.shape[0], k=-1)
+    keep = h_prime != parents[h]
+    return h[keep], h_prime[keep]
+
+
+def thm2_error_rates(seed, kernel, parents, Ls, n_blocks: int, init=None, chunk_blocks: int | None = None) -> dict:
+    """Empirical P(score(pa) ≤ score(h')) per pair and argmax error per position against L, with Wilson
+    intervals and the Hoeffding bound with the exact Lemma 4 gap Δ (``thm2-consistency``).
+
+    The ``chunk_blocks`` argument only splits the work; the result is the same for any value.
+
+    Returns
+    -------
+    dict: ``L`` (list), ``pairs`` (list of (h, h')), ``gap`` (P,), ``eps``, ``pair_rate`` / ``pair_low`` /
+    ``pair_high`` / ``bound`` (len(L), P), ``argmax_rate`` (len(L), H), ``contexts``.
+    """
+    from numerics.information import pairwise_joint
+
+    kernel = check_kernel(kernel)
+    parents = check_parents(parents)
+    n_blocks = check_positive_int(n_blocks, "n_blocks", 1)
+    chunk_blocks = n_blocks if chunk_blocks is None else check_positive_int(chunk_blocks, "chunk_blocks", 1)
+    parts = [thm2_counts_chunk(seed, kernel, parents, Ls, b, min(b + chunk_blocks, n_blocks), init)
+             for b in range(0, n_blocks, chunk_blocks)]
+    contexts = sum(p["contexts"] for p in parts)
+    pair_errors = sum(p["pair_errors"] for p in parts)
+    argmax_errors = sum(p["argmax_errors"] for p in parts)
+    h_idx, hp_idx = _candidate_pairs(parents)
+    gap = np.array([
+        lemma4_terms(kernel, pairwise_joint(kernel, parents, int(parents[h]), int(h), init),
+                     pairwise_joint(kernel, parents, int(hp), int(h), init))["lhs"]
+        for h, hp in zip(h_idx, hp_idx)])
+    eps = float(kernel.min())
+    low, high = wilson_interval(pair_errors, contexts)
+    return {"L": [int(L) for L in Ls], "pairs": [(int(a), int(b)) for a, b in zip(h_idx, hp_idx)], "gap": gap,
+            "eps": eps, "pair_rate": pair_errors / contexts, "pair_low": low, "pair_high": high,
+            "bound": hoeffding_bound(np.asarray(Ls)[:, None], gap[None, :], eps),
+            "argmax_rate": argmax_errors / contexts, "contexts": contexts}
+
+
+def wilson_interval(successes, trials: int, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval for a binomial proportion (valid near 0, unlike the normal interval)."""
+    from scipy.special import ndtri
+
+    z = float(ndtri(0.5 + level / 2.0))
+    p = np.asarray(successes, dtype=np.float64) / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * np.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Monte Carlo versions of Lemma 3 / Lemma 4 for one instance
+
+
+def lemma3_monte_carlo(kernel, parents, h: int, h_prime: int, n: int, *, rng, init=None) -> dict:
+    """Plug-in and Miller–Madow estimates of I(x_h; x_{h'}), I(x_h; x_pa) and their ratio from n chains,
+    beside the exact values (``lemma3-strict-dpi``). Values are :class:`Estimate` objects."""
+    kernel = check_kernel(kernel)
+    parents = check_parents(parents)
+    d = kernel.shape[0]
+    x = sample_chains(kernel, parents, n, rng=rng, init=init)  # (n, H)
+    parent = int(parents[h])
+    out = {"exact": lemma3_check_pair(kernel, parents, h, h_prime, init)}
+    for method in ("plug-in", "miller-madow"):
+        out[method] = {
+            "mi_candidate": mutual_information_estimate(x[:, h_prime], x[:, h], d, method=method),
+            "mi_parent": mutual_information_estimate(x[:, parent], x[:, h], d, method=method),
+            "ratio": mutual_information_ratio_estimate(x[:, h_prime], x[:, parent], x[:, h], d, method=method),
+        }
+    return out
+
+
+def lemma4_monte_carlo(kernel, parents, h: int, h_prime: int, n: int, *, rng, init=None) -> dict:
+    """Sample mean of log π(x_h|x_pa) − log π(x_h|x_{h'}) over n chains with its error, beside the exact gap
+    (``lemma4-loglik-gap``)."""
+    from numerics.information import pairwise_joint
+
+    kernel = check_kernel(kernel)
+    parents = check_parents(parents)
+    x = sample_chains(kernel, parents, n, rng=rng, init=init)  # (n, H)
+    parent = int(parents[h])
+    with np.errstate(divide="ignore"):
+        log_kernel = np.log(kernel)
+    samples = log_kernel[x[:, parent], x[:, h]] - log_kernel[x[:, h_prime], x[:, h]]  # (n,)
+    exact = lemma4_terms(kernel, pairwise_joint(kernel, parents, parent, h, init),
+                         pairwise_joint(kernel, parents, h_prime, h, init))
+    return {"estimate": mean_estimate(samples), "exact": {k: float(v) for k, v in exact.items()}}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Proposition 1, numerically
+
+
+def prop1_shift_effects(W, a, b, context) -> dict:
+    """How A = selector_attention(W, context) moves under W + 1aᵀ (column shift) and W + b1ᵀ (row shift).
+
+    Returns the max absolute change of A for each (``prop1-invariance``: the first is 0 up to rounding; the
+    second is not 0 in general, since Σ_l b[x^l_{h'}] depends on the key h').
+    """
+    from numerics.bma import selector_attention
+
+    W = np.asarray(W, dtype=np.float64)
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    base = selector_attention(W, context)
+    column = selector_attention(W + a[None, :], context)  # (1 aᵀ)[i, j] = a_j
+    row = selector_attention(W + b[:, None], context)  # (b 1ᵀ)[i, j] = b_i
+    return {"column_shift_change": float(np.abs(column - base).max()),
+            "row_shift_change": float(np.abs(row - base).max())}
