@@ -1,0 +1,120 @@
+"""A standard two-layer pre-norm transformer with FFNs and a summed residual (Appendix G; ``exp-robustness``).
+
+Embeddings are summed: token + example index + position. To predict x^{L+1}_h without seeing it the model keeps
+two streams (the two-stream attention of XLNet, Yang et al. 2019): a *content* stream that holds the real tokens,
+and a *query* stream whose row h holds a [MASK] token at (example L+1, position h). Layer 1 (K heads): query
+row h attends to every context token and to query-example tokens h' < h; content row h' of the query example
+attends to context tokens and query-example tokens <= h'. Layer 2 (one head, the parent selector A^(2)): query
+row h attends to content rows h' < h. Each layer: x + Attn(LN(x)), then x + FFN(LN(x)); output through a final
+LayerNorm and an unembedding (the usual logit output).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model._common import TwoLayerModel, causal_softmax
+
+
+@dataclass
+class StandardConfig:
+    """d, max_H, max_L (largest L), K layer-1 heads, width (divisible by K), ffn_mult."""
+
+    d: int
+    max_H: int
+    max_L: int
+    K: int
+    width: int = 64
+    ffn_mult: int = 4
+
+    def __post_init__(self) -> None:
+        for name, minimum in (("d", 2), ("max_H", 2), ("max_L", 1), ("K", 1), ("width", 1), ("ffn_mult", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        if self.width % self.K:
+            raise ValueError(f"width must be divisible by K = {self.K}, got {self.width}")
+
+
+class FeedForward(nn.Module):
+    def __init__(self, width: int, mult: int):
+        super().__init__()
+        self.up = nn.Linear(width, mult * width)
+        self.down = nn.Linear(mult * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x)))
+
+
+class StandardTransformer(TwoLayerModel):
+    """Two-stream, two-layer pre-norm transformer; layer 2 is a single head so A^(2) is one matrix."""
+
+    def __init__(self, config: StandardConfig, *, generator: torch.Generator | None = None):
+        super().__init__()
+        self.config = c = config
+        self.d, self.K = c.d, c.K
+        w = c.width
+        self.tok = nn.Embedding(c.d + 1, w)  # token c.d is [MASK]
+        self.ex = nn.Embedding(c.max_L + 1, w)
+        self.pos = nn.Embedding(c.max_H, w)
+        self.ln1, self.ln1_kv = nn.LayerNorm(w), nn.LayerNorm(w)
+        self.q1, self.k1, self.v1, self.o1 = (nn.Linear(w, w) for _ in range(4))
+        self.ln1_ffn, self.ffn1 = nn.LayerNorm(w), FeedForward(w, c.ffn_mult)
+        self.ln2, self.ln2_kv = nn.LayerNorm(w), nn.LayerNorm(w)
+        self.q2, self.k2, self.v2, self.o2 = (nn.Linear(w, w) for _ in range(4))
+        self.ln2_ffn, self.ffn2 = nn.LayerNorm(w), FeedForward(w, c.ffn_mult)
+        self.ln_f, self.unembed = nn.LayerNorm(w), nn.Linear(w, c.d)
+        with torch.no_grad():  # GPT-2 style N(0, 0.02) from the caller's generator: reproducible, no global seed
+            for m in self.modules():
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    m.weight.copy_(torch.randn(m.weight.shape, generator=generator) * 0.02)
+                if isinstance(m, nn.Linear):
+                    m.bias.zero_()
+
+    def forward(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
+        context, query = self._tokens(context, query)
+        B, L, H = context.shape
+        c = self.config
+        if L > c.max_L or H > c.max_H:
+            raise ValueError(f"context must have L <= max_L = {c.max_L} and H <= max_H = {c.max_H}, "
+                             f"got L = {L}, H = {H}")
+        dev = context.device
+        tokens = torch.cat([context, query[:, None, :]], dim=1)  # (B, L+1, H)
+        content = (self.tok(tokens) + self.ex(torch.arange(L + 1, device=dev))[None, :, None]
+                   + self.pos(torch.arange(H, device=dev))[None, None])  # (B, L+1, H, w)
+        content = content.reshape(B, (L + 1) * H, -1)  # (B, N, w)
+        mask_tok = torch.full((B, H), c.d, dtype=torch.long, device=dev)
+        qstream = self.tok(mask_tok) + self.ex.weight[L] + self.pos(torch.arange(H, device=dev))  # (B, H, w)
+        own = content[:, L * H:]  # (B, H, w): content rows of the query example
+
+        # layer 1: rows = [query stream (H); content of the query example (H)], keys = all content tokens
+        rows = torch.cat([qstream, own], dim=1)  # (B, 2H, w)
+        h = torch.arange(H, device=dev)
+        ctx_ok = torch.ones(2 * H, L * H, dtype=torch.bool, device=dev)
+        own_ok = torch.cat([h[None, :] < h[:, None], h[None, :] <= h[:, None]], dim=0)  # (2H, H)
+        allowed = torch.cat([ctx_ok, own_ok], dim=1)  # (2H, N)
+        rows = rows + self._attention1(self.ln1(rows), self.ln1_kv(content), allowed)
+        rows = rows + self.ffn1(self.ln1_ffn(rows))
+        g, kv = rows[:, :H], rows[:, H:]  # (B, H, w) each
+
+        # layer 2: the parent selector, one head, query row h over content rows h' < h
+        q = self.q2(self.ln2(g))  # (B, H, w)
+        kv = self.ln2_kv(kv)
+        k = self.k2(kv)  # (B, H, w)
+        log_att = causal_softmax(q @ k.transpose(1, 2) / math.sqrt(c.width))  # (B, H, H)
+        g = g + self.o2(log_att.exp() @ self.v2(kv))  # row 0 attends to nothing: it only gets o2's bias
+        g = g + self.ffn2(self.ln2_ffn(g))
+        return log_att, F.log_softmax(self.unembed(self.ln_f(g)), dim=-1)  # (B, H, H), (B, H, d)
+
+    def _attention1(self, x: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        B, R, w = x.shape
+        K, hs = self.K, w // self.K
+        q = self.q1(x).view(B, R, K, hs).transpose(1, 2)  # (B, K, R, hs)
+        k = self.k1(kv).view(B, -1, K, hs).transpose(1, 2)  # (B, K, N, hs)
+        v = self.v1(kv).view(B, -1, K, hs).transpose(1, 2)  # (B, K, N, hs)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (B, K, R, hs)
+        return self.o1(y.transpose(1, 2).reshape(B, R, w))  # (B, R, w)
