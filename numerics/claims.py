@@ -33,7 +33,7 @@ import numpy as np
 from scipy.special import rel_entr, xlogy
 
 from numerics._validate import check_init, check_kernel, check_parents, check_positive_int
-from numerics.contraction import chi2_contraction, dobrushin_coefficients, doeblin_bound, kl_contraction_batch
+from numerics.contraction import _dobrushin, _eta_chi2, kl_contraction_batch
 from numerics.estimators import Estimate, mean_estimate, mutual_information_estimate, mutual_information_ratio_estimate
 from numerics.gradient import chi2_gain, init_gradient
 from numerics.information import chi2_mutual_information, depths, dobrushin_coefficient, mutual_information
@@ -97,24 +97,27 @@ def lemma3_pairs(kernel, parents, init=None) -> dict:
 
     Joints are computed through the lowest common ancestor c of (h', pa(h)):
     P(x_{h'}, x_pa) = (π^{k1})ᵀ diag(P(x_c)) π^{k2}, k1 = depth(h') − depth(c), k2 = depth(pa) − depth(c);
-    then P(x_{h'}, x_h) = P(x_{h'}, x_pa) π and P(x_pa, x_h) = diag(P(x_pa)) π. All pairs are vectorised.
+    then P(x_{h'}, x_h) = P(x_{h'}, x_pa) π and P(x_pa, x_h) = diag(P(x_pa)) π. All pairs (and all laws of
+    x_0 when ``init`` is a stack) are vectorised; this is the inner loop of the sweep, so the arrays are
+    validated once here and the information measures are evaluated without re-validation.
 
     Parameters
     ----------
-    kernel : (d, d); parents : (H,); init : (d,) or None (stationary).
+    kernel : (d, d); parents : (H,); init : (d,), a stack (I, d) of laws, or None (stationary).
 
     Returns
     -------
-    dict of arrays over the P pairs: ``h``, ``h_prime``, ``parent``, ``ancestor`` (h' is an ancestor of
-    pa(h)), ``joint_candidate_child`` (P, d, d) = P(x_{h'}, x_h), ``joint_parent_child`` (P, d, d),
-    ``joint_candidate_parent`` (P, d, d), ``mi_candidate``, ``mi_parent``, ``ratio`` (NaN where
-    I(x_h; x_pa) = 0), ``eta_chi2`` and ``dobrushin_channel`` of the channel x_pa → x_{h'}, and the scalars
-    ``dobrushin`` δ(π) and ``doeblin`` 1 − d·min π.
+    dict of arrays over the pairs (for a stack, I·P entries, init-major, with ``init_index``): ``h``,
+    ``h_prime``, ``parent``, ``ancestor`` (h' is an ancestor of pa(h)), ``joint_candidate_child`` (·, d, d)
+    = P(x_{h'}, x_h), ``joint_parent_child``, ``joint_candidate_parent``, ``parent_law``, ``channel``
+    (x_pa → x_{h'}), ``mi_candidate``, ``mi_parent``, ``ratio`` (NaN where I(x_h; x_pa) = 0), ``eta_chi2``
+    and ``dobrushin_channel`` of the channel, and the scalars ``dobrushin`` δ(π) and ``doeblin`` 1 − d·min π.
     """
     kernel = check_kernel(kernel)
     parents = check_parents(parents)
-    init = _resolve_init(kernel, init)
     d, H = kernel.shape[0], parents.shape[0]
+    inits = np.atleast_2d(_resolve_init(kernel, init) if init is None or np.ndim(init) == 1 else
+                          np.stack([check_init(i, d) for i in init]))  # (I, d)
     depth = depths(parents)  # (H,)
     ancestors = np.zeros((H, H), dtype=bool)  # ancestors[k, j]: j is an ancestor of k (k included)
     for k in range(H):
@@ -125,8 +128,7 @@ def lemma3_pairs(kernel, parents, init=None) -> dict:
     powers[0] = np.eye(d)
     for t in range(1, H):
         powers[t] = powers[t - 1] @ kernel
-    laws = init[None, :] @ powers[depth]  # (H, 1, d) -> law of every position
-    laws = laws[:, 0, :]  # (H, d)
+    laws = np.einsum("ix,hxy->ihy", inits, powers[depth])  # (I, H, d): law of every position
 
     h, h_prime = np.tril_indices(H, k=-1)  # all h' < h
     keep = h_prime != parents[h]
@@ -136,27 +138,34 @@ def lemma3_pairs(kernel, parents, init=None) -> dict:
     lca = H - 1 - np.argmax(common[:, ::-1], axis=1)  # deepest common ancestor = largest index
     up = powers[depth[h_prime] - depth[lca]]  # (P, d, d): x_c -> x_{h'}
     down = powers[depth[parent] - depth[lca]]  # (P, d, d): x_c -> x_pa
-    joint_candidate_parent = np.einsum("pza,pz,pzb->pab", up, laws[lca], down)  # (P, d, d)
-    joint_candidate_child = joint_candidate_parent @ kernel  # (P, d, d)
-    joint_parent_child = laws[parent][:, :, None] * kernel[None]  # (P, d, d)
+    I, P = inits.shape[0], h.size
+    joint_candidate_parent = np.einsum("pza,ipz,pzb->ipab", up, laws[:, lca], down).reshape(I * P, d, d)
+    joint_candidate_child = joint_candidate_parent @ kernel  # (I·P, d, d)
+    parent_law = laws[:, parent].reshape(I * P, d)  # (I·P, d)
+    joint_parent_child = parent_law[:, :, None] * kernel[None]  # (I·P, d, d)
 
-    mi_candidate = np.atleast_1d(mutual_information(joint_candidate_child)) if h.size else np.zeros(0)
-    mi_parent = np.atleast_1d(mutual_information(joint_parent_child)) if h.size else np.zeros(0)
+    mi_candidate = _mutual_information(joint_candidate_child)
+    mi_parent = _mutual_information(joint_parent_child)
     ratio = np.divide(mi_candidate, mi_parent, out=np.full_like(mi_candidate, np.nan), where=mi_parent > 0)
-
-    parent_law = laws[parent]  # (P, d)
-    channel = np.swapaxes(joint_candidate_parent, -1, -2)  # (P, d_pa, d_h'): P(x_pa = b, x_h' = a)
+    channel = np.swapaxes(joint_candidate_parent, -1, -2)  # (I·P, d_pa, d_h'): P(x_pa = b, x_h' = a)
     channel = np.divide(channel, parent_law[:, :, None], out=np.full_like(channel, 1.0 / d),
                         where=parent_law[:, :, None] > 0)  # rows of unreachable parent states: uniform
     return {
-        "h": h, "h_prime": h_prime, "parent": parent, "ancestor": lca == h_prime,
+        "h": np.tile(h, I), "h_prime": np.tile(h_prime, I), "parent": np.tile(parent, I),
+        "ancestor": np.tile(lca == h_prime, I), "init_index": np.repeat(np.arange(I), P),
         "joint_candidate_child": joint_candidate_child, "joint_parent_child": joint_parent_child,
         "joint_candidate_parent": joint_candidate_parent, "parent_law": parent_law, "channel": channel,
         "mi_candidate": mi_candidate, "mi_parent": mi_parent, "ratio": ratio,
-        "eta_chi2": chi2_contraction(parent_law, channel) if h.size else np.zeros(0),
-        "dobrushin_channel": dobrushin_coefficients(channel) if h.size else np.zeros(0),
-        "dobrushin": float(dobrushin_coefficient(kernel)), "doeblin": doeblin_bound(kernel),
+        "eta_chi2": _eta_chi2(parent_law, channel) if P else np.zeros(0),
+        "dobrushin_channel": _dobrushin(channel) if P else np.zeros(0),
+        "dobrushin": float(_dobrushin(kernel)), "doeblin": float(1.0 - d * kernel.min()),
     }
+
+
+def _mutual_information(joint: np.ndarray) -> np.ndarray:
+    """I of validated joints (..., d, d) in nats; the unvalidated twin of ``numerics.mutual_information``."""
+    outer = joint.sum(-1)[..., :, None] * joint.sum(-2)[..., None, :]
+    return np.maximum(rel_entr(joint, outer).sum((-2, -1)), 0.0)
 
 
 def sdpi_coefficients(pairs: dict, indices, *, steps: int = 100) -> np.ndarray:
@@ -304,11 +313,17 @@ def lemma3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = LEMMA3_RAN
     for index in tqdm(range(start, stop), disable=quiet, desc="lemma3 sweep"):
         instance = draw_instance(_item_rng(seed, _LEMMA3_TAG, index), ranges)
         kernel, parents = instance["kernel"], instance["parents"]
-        for kind in INIT_KINDS:
-            init = None if kind == "stationary" else instance["init"]
-            pairs = lemma3_pairs(kernel, parents, init)
-            _score_lemma3_pairs(result, pairs, kernel, parents, init, kind, index, compute_sdpi)
+        inits = (stationary_distribution(kernel), instance["init"])  # in the order of INIT_KINDS
+        stacked = lemma3_pairs(kernel, parents, np.stack(inits))
+        for i, kind in enumerate(INIT_KINDS):
+            pairs = _select(stacked, stacked["init_index"] == i)
+            _score_lemma3_pairs(result, pairs, kernel, parents, None if i == 0 else inits[1], kind, index,
+                                compute_sdpi)
     return result
+
+
+def _select(pairs: dict, mask: np.ndarray) -> dict:
+    return {k: (v[mask] if isinstance(v, np.ndarray) else v) for k, v in pairs.items()}
 
 
 def _score_lemma3_pairs(result, pairs, kernel, parents, init, kind, index, compute_sdpi) -> None:
@@ -323,13 +338,12 @@ def _score_lemma3_pairs(result, pairs, kernel, parents, init, kind, index, compu
     tolerance = VIOLATION_RTOL + 1e-14 / np.where(defined, pairs["mi_parent"], 1.0)
     alphas = {"dobrushin_channel": pairs["dobrushin_channel"], "eta_chi2": pairs["eta_chi2"],
               "dobrushin": np.full(n, pairs["dobrushin"]), "doeblin": np.full(n, pairs["doeblin"])}
-    # η_KL ≥ η_χ², so the numerical η_KL is only needed where the ratio is above η_χ².
-    sdpi = pairs["eta_chi2"].copy()
-    if compute_sdpi:
+    if compute_sdpi:  # η_KL ≥ η_χ², so the numerical η_KL is only needed where the ratio is above η_χ²
+        sdpi = pairs["eta_chi2"].copy()
         needed = np.flatnonzero(defined & (ratio > pairs["eta_chi2"]))
         sdpi[needed] = sdpi_coefficients(pairs, needed)
         result.add("sdpi_computed", needed.size)
-    alphas["sdpi"] = sdpi
+        alphas["sdpi"] = sdpi
 
     def make(p, alpha_name=None):
         return lambda: instance_record(

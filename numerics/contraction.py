@@ -52,7 +52,10 @@ def dobrushin_coefficients(channel) -> np.ndarray:
     -------
     (...,) float64 in [0, 1]. (``numerics.dobrushin_coefficient`` is the single-kernel version.)
     """
-    channel = _as_channel(channel)
+    return _dobrushin(_as_channel(channel))
+
+
+def _dobrushin(channel: np.ndarray) -> np.ndarray:
     diffs = 0.5 * np.abs(channel[..., :, None, :] - channel[..., None, :, :]).sum(-1)  # (..., m, m)
     return diffs.max(axis=(-1, -2))
 
@@ -71,7 +74,10 @@ def normalised_joint(input_law, channel) -> np.ndarray:
     (..., m, k) float64 (columns with zero output mass are zero).
     """
     channel = _as_channel(channel)
-    input_law = _as_law(input_law, channel.shape[-2])
+    return _normalised_joint(_as_law(input_law, channel.shape[-2]), channel)
+
+
+def _normalised_joint(input_law: np.ndarray, channel: np.ndarray) -> np.ndarray:
     output = np.einsum("...x,...xy->...y", input_law, channel)  # (..., k)
     inv_sqrt_out = np.where(output > _SUPPORT_TOL, 1.0 / np.sqrt(np.maximum(output, _SUPPORT_TOL)), 0.0)
     return np.sqrt(input_law)[..., :, None] * channel * inv_sqrt_out[..., None, :]  # (..., m, k)
@@ -89,7 +95,12 @@ def chi2_contraction(input_law, channel) -> np.ndarray:
     -------
     (...,) float64 in [0, 1]; 0 when the input or the output has a single state.
     """
-    B = normalised_joint(input_law, channel)  # (..., m, k)
+    channel = _as_channel(channel)
+    return _eta_chi2(_as_law(input_law, channel.shape[-2]), channel)
+
+
+def _eta_chi2(input_law: np.ndarray, channel: np.ndarray) -> np.ndarray:
+    B = _normalised_joint(input_law, channel)  # (..., m, k)
     if min(B.shape[-2:]) < 2:
         return np.zeros(B.shape[:-2])
     singular = np.linalg.svd(B, compute_uv=False)  # (..., min(m, k)), descending
