@@ -215,6 +215,10 @@ def lemma4_terms(kernel, joint_parent_child, joint_candidate_child) -> dict:
 # Mergeable sweep results
 
 
+#: Bins of the ratio / α histograms kept by the Lemma 3 sweep (the last bin collects everything ≥ 1.18).
+HISTOGRAM_EDGES = np.linspace(0.0, 1.2, 61)
+
+
 @dataclass
 class Worst:
     """The extreme value of a quantity over a sweep and the instance where it occurred (ties: lowest key)."""
@@ -242,9 +246,16 @@ class SweepResult:
     counts: dict = field(default_factory=dict)
     worst: dict = field(default_factory=dict)
     maxima: dict = field(default_factory=dict)
+    histograms: dict = field(default_factory=dict)
 
     def add(self, key: str, amount: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + int(amount)
+
+    def histogram(self, key: str, values: np.ndarray, edges: np.ndarray = None) -> None:
+        """Add ``values`` to the integer histogram ``key`` (default bins: 60 on [0, 1.2], overflow last)."""
+        edges = HISTOGRAM_EDGES if edges is None else edges
+        counts = np.histogram(np.clip(values, edges[0], edges[-1]), bins=edges)[0]
+        self.histograms[key] = self.histograms.get(key, np.zeros(edges.size - 1, dtype=np.int64)) + counts
 
     def offer(self, key: str, value: float, item_key: tuple, make_instance) -> None:
         self.worst.setdefault(key, Worst()).offer(value, item_key, make_instance)
@@ -256,6 +267,7 @@ class SweepResult:
         """JSON-ready: counts, maxima, and for each worst quantity its value and instance."""
         return {"name": self.name, "counts": dict(sorted(self.counts.items())),
                 "maxima": dict(sorted(self.maxima.items())),
+                "histograms": {k: v.tolist() for k, v in sorted(self.histograms.items())},
                 "worst": {k: {"value": w.value, "instance": w.instance} for k, w in sorted(self.worst.items())}}
 
 
@@ -274,6 +286,8 @@ def merge_sweeps(parts) -> SweepResult:
             out.maximum(key, value)
         for key, worst in part.worst.items():
             out.worst[key] = out.worst.get(key, Worst()).merged(worst)
+        for key, counts in part.histograms.items():
+            out.histograms[key] = out.histograms.get(key, np.zeros_like(counts)) + counts
     return out
 
 
@@ -359,12 +373,14 @@ def _score_lemma3_pairs(result, pairs, kernel, parents, init, kind, index, compu
             result.offer(key, values[p], (index, kind, p), make(p, alpha_name))
 
     offer_largest("ratio", ratio)
+    result.histogram("ratio", ratio[defined])
     for name, alpha in alphas.items():
         violated = defined & (ratio > alpha + tolerance)
         result.add(f"violations/{name}", int(violated.sum()))
         result.add(f"{kind}/violations/{name}", int(violated.sum()))
         result.add(f"violations/{name}/ancestor", int((violated & pairs["ancestor"]).sum()))
         offer_largest(f"excess/{name}", ratio - alpha, name)
+        result.histogram(f"ratio_over_alpha/{name}", ratio[defined] / np.maximum(alpha[defined], 1e-300))
         if defined.any():
             result.maximum(f"alpha_max/{name}", float(alpha[defined].max()))
     if not n:
@@ -458,6 +474,31 @@ def thm3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = THM3_RANGES,
                                  lambda: instance_record("thm3", kernel, parents, init, h=h, form=form,
                                                          margin=margin, instance_index=index, init_kind=kind))
     return result
+
+
+def thm3_monte_carlo(kernel, parents, h: int, n: int, *, rng, init=None) -> dict:
+    """Monte Carlo init gradients at position h beyond the reach of enumeration (``thm3-init-gradient``).
+
+    From n sampled prefixes x_0..x_h: the gradient estimate per candidate, and the paired estimate of
+    margin(h') = E[g_pa − g_{h'}] for every other candidate (one sample gives both terms, so the difference
+    has a smaller error than the two estimates separately); beside them the exact approximate form (1/h)J.
+
+    Returns
+    -------
+    dict: ``gradient`` and ``margins`` :class:`Estimate` ((h,) and (h-1,)), ``others`` (the h' of each margin),
+    ``approximate`` (h,) exact, ``parent``.
+    """
+    from numerics.gradient import approximate_init_gradient, init_gradient_samples
+
+    kernel = check_kernel(kernel)
+    parents = check_parents(parents)
+    n = check_positive_int(n, "n", 2)
+    tokens = sample_chains(kernel, parents[: h + 1], n, rng=rng, init=init)  # (n, h+1)
+    samples = init_gradient_samples(kernel, tokens)  # (n, h)
+    parent = int(parents[h])
+    others = np.delete(np.arange(h), parent)
+    return {"gradient": mean_estimate(samples), "margins": mean_estimate(samples[:, [parent]] - samples[:, others]),
+            "others": others, "parent": parent, "approximate": approximate_init_gradient(kernel, parents, h, init)}
 
 
 # ----------------------------------------------------------------------------------------------------------
