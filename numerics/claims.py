@@ -51,6 +51,8 @@ INIT_KINDS = ("stationary", "non-stationary")
 #: Relative tolerance for "ratio > α" and for gradient ties (float64 rounding on sums of ≤ 2e6 terms).
 VIOLATION_RTOL = 1e-9
 TIE_ATOL = 1e-12
+#: I(x_h; x_pa) at or below this (nats) makes the Lemma 3 ratio undefined ("degenerate"): rounding dominates.
+MI_FLOOR = 1e-12
 
 _LEMMA3_TAG, _THM3_TAG, _THM2_TAG = 3, 33, 2
 
@@ -64,8 +66,17 @@ def _item_rng(seed, tag: int, *index: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=prefix + (tag, *index)))
 
 
-def draw_instance(rng: np.random.Generator, ranges: dict) -> dict:
-    """One random (kernel, tree, non-stationary μ₀) over ``ranges`` (see ``LEMMA3_RANGES``), as JSON-ready data."""
+def draw_instance(rng: np.random.Generator, ranges: dict, kernel=None) -> dict:
+    """One random (kernel, tree, non-stationary μ₀) over ``ranges`` (see ``LEMMA3_RANGES``).
+
+    With ``kernel`` given (a user's kernel) only the tree, H and μ₀ are drawn.
+    """
+    if kernel is not None:
+        kernel = check_kernel(kernel)
+        H = int(rng.integers(ranges["H"][0], ranges["H"][1] + 1))
+        return {"d": kernel.shape[0], "H": H, "eps": float(kernel.min()), "dirichlet_alpha": None,
+                "zero_information": False, "kernel": kernel, "parents": random_parents(H, rng=rng),
+                "init": rng.dirichlet(np.ones(kernel.shape[0]))}
     d = int(rng.integers(ranges["d"][0], ranges["d"][1] + 1))
     H = int(rng.integers(ranges["H"][0], ranges["H"][1] + 1))
     if "max_configurations" in ranges:
@@ -110,7 +121,7 @@ def lemma3_pairs(kernel, parents, init=None) -> dict:
     dict of arrays over the pairs (for a stack, I·P entries, init-major, with ``init_index``): ``h``,
     ``h_prime``, ``parent``, ``ancestor`` (h' is an ancestor of pa(h)), ``joint_candidate_child`` (·, d, d)
     = P(x_{h'}, x_h), ``joint_parent_child``, ``joint_candidate_parent``, ``parent_law``, ``channel``
-    (x_pa → x_{h'}), ``mi_candidate``, ``mi_parent``, ``ratio`` (NaN where I(x_h; x_pa) = 0), ``eta_chi2``
+    (x_pa → x_{h'}), ``mi_candidate``, ``mi_parent``, ``ratio`` (NaN where I(x_h; x_pa) ≤ MI_FLOOR), ``eta_chi2``
     and ``dobrushin_channel`` of the channel, and the scalars ``dobrushin`` δ(π) and ``doeblin`` 1 − d·min π.
     """
     kernel = check_kernel(kernel)
@@ -146,7 +157,8 @@ def lemma3_pairs(kernel, parents, init=None) -> dict:
 
     mi_candidate = _mutual_information(joint_candidate_child)
     mi_parent = _mutual_information(joint_parent_child)
-    ratio = np.divide(mi_candidate, mi_parent, out=np.full_like(mi_candidate, np.nan), where=mi_parent > 0)
+    # below MI_FLOOR the rounding of I (absolute ~1e-17 per cell) would dominate the ratio: undefined there
+    ratio = np.divide(mi_candidate, mi_parent, out=np.full_like(mi_candidate, np.nan), where=mi_parent > MI_FLOOR)
     channel = np.swapaxes(joint_candidate_parent, -1, -2)  # (I·P, d_pa, d_h'): P(x_pa = b, x_h' = a)
     channel = np.divide(channel, parent_law[:, :, None], out=np.full_like(channel, 1.0 / d),
                         where=parent_law[:, :, None] > 0)  # rows of unreachable parent states: uniform
@@ -306,7 +318,7 @@ LEMMA3_CANDIDATES = ("sdpi", "dobrushin_channel", "dobrushin", "doeblin", "eta_c
 
 
 def lemma3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = LEMMA3_RANGES, compute_sdpi: bool = True,
-                       quiet: bool = True) -> SweepResult:
+                       kernel=None, quiet: bool = True) -> SweepResult:
     """Exact Lemma 3 and Lemma 4 check of instances ``start..stop-1`` of the sweep with ``seed``.
 
     Each instance is a random (kernel, tree) over ``ranges`` evaluated under both μ₀ (stationary and a drawn
@@ -314,9 +326,10 @@ def lemma3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = LEMMA3_RAN
     ``LEMMA3_CANDIDATES``: ``sdpi`` η_KL of the channel x_pa → x_{h'} (computed numerically only where the
     ratio exceeds η_χ², since η_KL ≥ η_χ²), ``dobrushin_channel`` δ of that channel, ``dobrushin`` δ(π),
     ``doeblin`` 1 − d·min π, and ``eta_chi2`` (η_χ² of the channel, not a valid bound for I in general).
-    Lemma 4: max |lhs − rhs| of the identity and the smallest gap.
+    Lemma 4: max |lhs − rhs| of the identity and the smallest gap. ``kernel``: check one given kernel on
+    random trees and μ₀ instead of random kernels.
 
-    Counts (keys of ``counts``): ``pairs``, ``degenerate`` (I(x_h; x_pa) = 0), ``violations/<candidate>``,
+    Counts (keys of ``counts``): ``pairs``, ``degenerate`` (I(x_h; x_pa) ≤ MI_FLOOR), ``violations/<candidate>``,
     ``violations/<candidate>/ancestor``, ``pairs/ancestor``, ``lemma4/nonpositive_gap``; per init kind the
     same with a ``<kind>/`` prefix. Worst values: ``ratio``, ``excess/<candidate>`` (ratio − α),
     ``lemma4/identity_error``, ``lemma4/negative_gap`` (minus the smallest gap).
@@ -325,14 +338,13 @@ def lemma3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = LEMMA3_RAN
 
     result = SweepResult("lemma3")
     for index in tqdm(range(start, stop), disable=quiet, desc="lemma3 sweep"):
-        instance = draw_instance(_item_rng(seed, _LEMMA3_TAG, index), ranges)
-        kernel, parents = instance["kernel"], instance["parents"]
-        inits = (stationary_distribution(kernel), instance["init"])  # in the order of INIT_KINDS
-        stacked = lemma3_pairs(kernel, parents, np.stack(inits))
+        instance = draw_instance(_item_rng(seed, _LEMMA3_TAG, index), ranges, kernel)
+        inits = (stationary_distribution(instance["kernel"]), instance["init"])  # in the order of INIT_KINDS
+        stacked = lemma3_pairs(instance["kernel"], instance["parents"], np.stack(inits))
         for i, kind in enumerate(INIT_KINDS):
             pairs = _select(stacked, stacked["init_index"] == i)
-            _score_lemma3_pairs(result, pairs, kernel, parents, None if i == 0 else inits[1], kind, index,
-                                compute_sdpi)
+            _score_lemma3_pairs(result, pairs, instance["kernel"], instance["parents"],
+                                None if i == 0 else inits[1], kind, index, compute_sdpi)
     return result
 
 

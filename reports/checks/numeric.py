@@ -58,8 +58,8 @@ def _chunks(n: int, size: int) -> list[tuple[int, int]]:
     return [(start, min(start + size, n)) for start in range(0, n, size)]
 
 
-def _lemma3_task(seed: int, chunk: tuple[int, int]):
-    return lemma3_sweep_chunk(seed, *chunk)
+def _lemma3_task(seed: int, kernel, chunk: tuple[int, int]):
+    return lemma3_sweep_chunk(seed, *chunk, kernel=kernel)
 
 
 def _thm3_task(seed: int, chunk: tuple[int, int]):
@@ -68,11 +68,12 @@ def _thm3_task(seed: int, chunk: tuple[int, int]):
 
 def _lemma3_sweep(ctx: CheckContext):
     """The exact Lemma 3 / Lemma 4 sweep, run once per report and shared through ``ctx.cache``."""
-    key = ("numeric", "lemma3_sweep", ctx.tier, ctx.seed)
+    kernel = ctx.options.get("kernel")  # a user's kernel (bma-verify check lemma3-strict-dpi --kernel FILE)
+    key = ("numeric", "lemma3_sweep", ctx.tier, ctx.seed, None if kernel is None else np.asarray(kernel).tobytes())
     if key not in ctx.cache:
         seed = ctx.seed_for("lemma3-sweep")
         chunks = _chunks(_size(ctx, "lemma3_instances"), _size(ctx, "lemma3_chunk"))
-        ctx.cache[key] = merge_sweeps(ctx.map(partial(_lemma3_task, seed), chunks, desc="lemma3 sweep"))
+        ctx.cache[key] = merge_sweeps(ctx.map(partial(_lemma3_task, seed, kernel), chunks, desc="lemma3 sweep"))
     return ctx.cache[key]
 
 
@@ -179,7 +180,7 @@ def lemma3_strict_dpi_exact(ctx: CheckContext) -> CheckOutcome:
                 "counterexamples": {name: worst[f"excess/{name}"].instance for name in CANDIDATE_LABELS
                                     if violations[name]},
                 "tightest_holding_candidate": tightest, "sdpi_evaluations": counts.get("sdpi_computed", 0),
-                "ranges": LEMMA3_RANGES}
+                "ranges": LEMMA3_RANGES if ctx.options.get("kernel") is None else "user kernel; H and μ₀ as in ranges"}
     summary = (f"{pairs} (kernel, tree, μ₀, pair) checks, stationary and non-stationary μ₀: largest exact ratio "
                f"I(x_h;x_h')/I(x_h;x_pa) = {max_ratio:.4f}; violations: "
                + ", ".join(f"{n} {violations[n]}" for n in CANDIDATE_LABELS)

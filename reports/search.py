@@ -1,0 +1,235 @@
+"""Hypothesis-driven counterexample search for ``lemma3-strict-dpi`` and ``thm3-init-gradient``.
+
+``run_search("lemma3", budget, seed)`` draws (kernel, tree, μ₀) with the strategies of
+:mod:`numerics.strategies`, scores each by its worst pair, pushes the score up with ``hypothesis.target`` and,
+when an example violates the claim, lets Hypothesis shrink it to a minimal instance. The instance is a JSON
+object that :func:`check_instance` (``bma-verify check --instance FILE``) re-checks from scratch.
+
+Instance format (JSON)::
+
+    {"target": "lemma3", "kernel": [[...], ...], "parents": [-1, 0, ...], "init": null | [...],
+     "h": 3, "h_prime": 1, "alpha": "dobrushin" | "doeblin" | "sdpi" | "dobrushin_channel" | "eta_chi2" | 0.3}
+    {"target": "thm3", "kernel": ..., "parents": ..., "init": ..., "h": 4, "form": "exact" | "approximate"}
+
+``kernel[i][j] = π(j | i)``, positions 0-based, ``init`` null means the stationary law. Other keys (ratio,
+margin, relation, ...) are informative and ignored by :func:`check_instance`.
+
+The ``alpha`` argument of :func:`run_search` (a candidate name or a number) says which α the Lemma 3 search
+tries to break; a deliberately wrong number (say 0.05) plants a violation that the search must find and shrink.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hypothesis_seed, settings, target as hypothesis_target
+from hypothesis import strategies as st
+
+from numerics import strategies as bst
+from numerics.claims import (LEMMA3_CANDIDATES, TIE_ATOL, VIOLATION_RTOL, instance_record, lemma3_check_pair,
+                             lemma3_pairs, sdpi_coefficients, thm3_check_position)
+
+TARGETS = ("lemma3", "thm3")
+DEFAULT_ALPHA = "dobrushin"  # δ(π): the uniform α of the lemma's usual proof, not a theorem for ancestor pairs
+#: Largest d^H the Theorem 3 search enumerates per example (keeps an example under ~50 ms).
+THM3_MAX_CONFIGURATIONS = 20_000
+
+
+class _Violation(AssertionError):
+    """Raised inside the Hypothesis test when an example breaks the claim (Hypothesis then shrinks it)."""
+
+
+def _check_alpha(alpha):
+    if alpha is None:
+        return DEFAULT_ALPHA
+    if isinstance(alpha, str):
+        if alpha not in LEMMA3_CANDIDATES:
+            raise ValueError(f"alpha must be one of {', '.join(LEMMA3_CANDIDATES)} or a number in [0, 1); got {alpha!r}")
+        return alpha
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= float(alpha) < 1 + 1e-12:
+        raise ValueError(f"alpha must be a candidate name or a number in [0, 1]; got {alpha!r}")
+    return float(alpha)
+
+
+def _lemma3_tolerance(mi_parent: float) -> float:
+    # as in numerics.claims: relative rounding of the ratio grows like 1e-15 / I(x_h; x_pa)
+    return VIOLATION_RTOL + 1e-14 / max(mi_parent, 1e-300)
+
+
+def _lemma3_worst_pair(kernel, parents, init, alpha) -> dict | None:
+    """The pair of the instance with the largest ratio − α, or None if no pair has I(x_h; x_pa) > 0."""
+    pairs = lemma3_pairs(kernel, parents, init)
+    defined = np.isfinite(pairs["ratio"])
+    if not defined.any():
+        return None
+    if isinstance(alpha, float):
+        alphas = np.full(pairs["h"].size, alpha)
+    elif alpha == "sdpi":
+        alphas = np.full(pairs["h"].size, np.inf)
+        alphas[defined] = sdpi_coefficients(pairs, np.flatnonzero(defined))
+    elif alpha in ("dobrushin", "doeblin"):
+        alphas = np.full(pairs["h"].size, pairs[alpha])
+    else:
+        alphas = pairs[alpha]
+    excess = np.where(defined, pairs["ratio"] - alphas, -np.inf)
+    p = int(np.argmax(excess))
+    return {"h": int(pairs["h"][p]), "h_prime": int(pairs["h_prime"][p]), "ratio": float(pairs["ratio"][p]),
+            "alpha_value": float(alphas[p]), "excess": float(excess[p]), "mi_parent": float(pairs["mi_parent"][p]),
+            "relation": "ancestor" if pairs["ancestor"][p] else "non-ancestor"}
+
+
+def _instances(max_d: int, max_H: int, min_eps: float):
+    return bst.instances(min_d=2, max_d=max_d, min_H=3, max_H=max_H, min_eps=min_eps)
+
+
+def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=None) -> dict:
+    """Search for a counterexample to ``target`` ("lemma3" or "thm3") with at most ``budget`` examples.
+
+    Parameters
+    ----------
+    target : "lemma3": some pair with I(x_h; x_h') > α I(x_h; x_pa); "thm3": some position where another
+        candidate's exact expected init gradient exceeds the true parent's (ties, i.e. zero-information
+        kernels, are not violations).
+    budget : maximum number of Hypothesis examples (shrinking runs extra calls on top).
+    seed : Hypothesis seed (the search is deterministic for a given seed and budget).
+    quiet : suppress Hypothesis' own output.
+    alpha : Lemma 3 only: a candidate name (default "dobrushin") or a number (a planted constant α).
+
+    Returns
+    -------
+    dict: ``target``, ``budget``, ``seed``, ``alpha``, ``found`` (bool), ``examples`` (examples run),
+    ``instance`` (the shrunk JSON counterexample or None), ``check`` (``check_instance`` of it),
+    ``closest`` (the best score seen and its instance: largest ratio − α, or smallest margin) and
+    ``message`` (one line for the command).
+    """
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"budget must be a positive integer number of examples; got {budget!r}")
+    if target == "thm3" and alpha is not None:
+        raise ValueError("alpha applies to the lemma3 search only")
+    alpha = _check_alpha(alpha) if target == "lemma3" else None
+    state = {"examples": 0, "closest": None, "closest_score": -math.inf, "failure": None}
+
+    def record(score: float, make_instance) -> None:
+        if score > state["closest_score"]:
+            state["closest_score"], state["closest"] = score, make_instance()
+
+    if target == "lemma3":
+        strategy = _instances(max_d=4, max_H=7, min_eps=1e-3)
+
+        def property_(instance) -> None:
+            kernel, parents, init = instance
+            state["examples"] += 1
+            worst = _lemma3_worst_pair(kernel, parents, init, alpha)
+            if worst is None:
+                return
+            hypothesis_target(worst["excess"], label="ratio - alpha")
+
+            def make():
+                return instance_record("lemma3", kernel, parents, init, h=worst["h"], h_prime=worst["h_prime"],
+                                       alpha=alpha, ratio=worst["ratio"], alpha_value=worst["alpha_value"],
+                                       relation=worst["relation"])
+
+            record(worst["excess"], make)
+            if worst["excess"] > _lemma3_tolerance(worst["mi_parent"]):
+                state["failure"] = make()
+                raise _Violation(json.dumps(state["failure"]))
+    else:
+        strategy = _instances(max_d=4, max_H=6, min_eps=1e-3).filter(
+            lambda inst: inst[0].shape[0] ** inst[1].shape[0] <= THM3_MAX_CONFIGURATIONS)
+
+        def property_(instance) -> None:
+            kernel, parents, init = instance
+            state["examples"] += 1
+            worst = None
+            for h in range(2, parents.shape[0]):
+                out = thm3_check_position(kernel, parents, h, init)
+                scale = max(1.0, float(np.abs(out["exact"]).max()))
+                if abs(out["margin_exact"]) <= TIE_ATOL * scale:
+                    continue  # a tie (zero-information kernel), not a violation
+                if worst is None or out["margin_exact"] < worst["margin_exact"]:
+                    worst = out
+            if worst is None:
+                return
+            hypothesis_target(-worst["margin_exact"], label="-margin")
+
+            def make():
+                return instance_record("thm3", kernel, parents, init, h=worst["h"], form="exact",
+                                       margin=worst["margin_exact"])
+
+            record(-worst["margin_exact"], make)
+            if worst["margin_exact"] < 0:
+                state["failure"] = make()
+                raise _Violation(json.dumps(state["failure"]))
+
+    test = given(strategy)(property_)
+    test = settings(max_examples=budget, database=None, deadline=None, derandomize=False,
+                    verbosity=Verbosity.quiet if quiet else Verbosity.normal, print_blob=False,
+                    phases=(Phase.generate, Phase.target, Phase.shrink),
+                    suppress_health_check=list(HealthCheck))(test)
+    test = hypothesis_seed(seed)(test)
+    found = False
+    try:
+        test()
+    except _Violation:
+        found = True  # the last failing call was the shrunk example, so state["failure"] is minimal
+    counterexample = state["failure"] if found else None
+    closest = {"score": state["closest_score"], "instance": state["closest"]}
+    if found:
+        message = f"counterexample found ({target}, alpha={alpha}) and shrunk:\n{json.dumps(counterexample)}"
+    else:
+        what = "largest ratio − α" if target == "lemma3" else "largest −margin"
+        message = f"no counterexample in {budget} examples; closest call: {what} = {state['closest_score']:.3g}"
+    return {"target": target, "budget": budget, "seed": seed, "alpha": alpha, "found": found,
+            "examples": state["examples"], "instance": counterexample,
+            "check": check_instance(counterexample) if found else None, "closest": closest, "message": message}
+
+
+def check_instance(instance: dict) -> dict:
+    """Re-check a saved instance from scratch (``bma-verify check --instance FILE``).
+
+    Returns
+    -------
+    dict: ``target``, ``holds`` (bool: the claim holds on this instance), ``verdict`` ("pass" or "fail"),
+    ``summary`` (one line), and the recomputed numbers. Lemma 3: ``ratio``, ``alpha``, ``alpha_value``, every candidate in ``alphas``,
+    ``relation``. Theorem 3: ``tie``, ``margin_exact``, ``margin_approximate``, ``exact``, ``approximate``.
+    """
+    if not isinstance(instance, dict):
+        raise ValueError(f"instance must be a JSON object (dict); got {type(instance).__name__}")
+    target = instance.get("target")
+    if target not in TARGETS:
+        raise ValueError(f"instance['target'] must be one of {', '.join(TARGETS)}; got {target!r}")
+    for key in ("kernel", "parents", "h"):
+        if key not in instance:
+            raise ValueError(f"instance must have a {key!r} field (see reports.search for the format)")
+    kernel = np.asarray(instance["kernel"], dtype=np.float64)
+    parents = np.asarray(instance["parents"], dtype=np.int64)
+    init = None if instance.get("init") is None else np.asarray(instance["init"], dtype=np.float64)
+    h = int(instance["h"])
+    if target == "lemma3":
+        if "h_prime" not in instance:
+            raise ValueError("instance must have an 'h_prime' field for target 'lemma3'")
+        alpha = _check_alpha(instance.get("alpha"))
+        out = lemma3_check_pair(kernel, parents, h, int(instance["h_prime"]), init)
+        alpha_value = alpha if isinstance(alpha, float) else out["alphas"][alpha]
+        holds = not out["ratio"] > alpha_value + _lemma3_tolerance(out["mi_parent"])
+        return {"target": target, "holds": bool(holds), "ratio": out["ratio"], "alpha": alpha,
+                "alpha_value": float(alpha_value), "alphas": out["alphas"], "relation": out["relation"],
+                "h": h, "h_prime": int(instance["h_prime"]), "verdict": "pass" if holds else "fail",
+                "summary": f"I(x_h; x_h')/I(x_h; x_pa) = {out['ratio']:.6g} {'≤' if holds else '>'} "
+                           f"α = {alpha_value:.6g} ({alpha}); h={h}, h'={instance['h_prime']}, {out['relation']}"}
+    form = instance.get("form", "exact")
+    if form not in ("exact", "approximate"):
+        raise ValueError(f"instance['form'] must be 'exact' or 'approximate'; got {form!r}")
+    out = thm3_check_position(kernel, parents, h, init)
+    margin = out[f"margin_{form}"]
+    scale = max(1.0, float(np.abs(out[form]).max()))
+    tie = abs(margin) <= TIE_ATOL * scale
+    holds = tie or margin > 0
+    return {"target": target, "holds": bool(holds), "tie": bool(tie), "form": form, "h": h,
+            "parent": out["parent"], "margin_exact": out["margin_exact"],
+            "margin_approximate": out["margin_approximate"], "exact": out["exact"].tolist(),
+            "approximate": out["approximate"].tolist(), "verdict": "pass" if holds else "fail",
+            "summary": f"E g(pa) − max other E g = {margin:.6g} at h={h} ({form} form){' (tie)' if tie else ''}"}

@@ -1,0 +1,77 @@
+"""The counterexample search (reports.search) finds and shrinks planted violations; instances re-check."""
+import json
+
+import numpy as np
+import pytest
+
+import numerics as nm
+from reports.search import check_instance, run_search
+
+
+def test_search_finds_and_shrinks_a_planted_wrong_alpha():
+    # α = 0.05 is far below typical ratios: the search must find a violation and shrink it to the simplest
+    # shape the strategies allow (d = 2, the shortest tree H = 3)
+    result = run_search("lemma3", budget=200, seed=0, alpha=0.05)
+    assert result["found"]
+    instance = result["instance"]
+    assert len(instance["kernel"]) == 2 and len(instance["parents"]) == 3
+    recheck = check_instance(json.loads(json.dumps(instance)))  # the JSON round trip is what the CLI does
+    assert not recheck["holds"] and recheck["verdict"] == "fail"
+    assert recheck["ratio"] > 0.05
+    # independent recomputation of the ratio from the foundation's joints
+    kernel, parents = np.array(instance["kernel"]), np.array(instance["parents"])
+    init = None if instance["init"] is None else np.array(instance["init"])
+    h, hp = instance["h"], instance["h_prime"]
+    ratio = (nm.mutual_information(nm.pairwise_joint(kernel, parents, hp, h, init))
+             / nm.mutual_information(nm.pairwise_joint(kernel, parents, parents[h], h, init)))
+    assert ratio == pytest.approx(recheck["ratio"], rel=1e-10)
+
+
+def test_search_without_a_violation_reports_the_closest_call():
+    result = run_search("lemma3", budget=30, seed=1, alpha="dobrushin_channel")  # a theorem: never violated
+    assert not result["found"] and result["instance"] is None
+    assert result["closest"]["score"] <= 1e-9
+    assert "no counterexample in 30 examples" in result["message"]
+    assert check_instance(result["closest"]["instance"])["holds"]
+
+
+def test_thm3_search_runs_and_its_closest_call_rechecks():
+    result = run_search("thm3", budget=15, seed=2)
+    assert result["examples"] >= 1
+    if not result["found"]:
+        recheck = check_instance(result["closest"]["instance"])
+        assert recheck["holds"] and recheck["margin_exact"] == pytest.approx(-result["closest"]["score"], abs=1e-12)
+
+
+def test_check_instance_on_a_known_instance():
+    # binary chain 0 → 1 → 2 with a symmetric kernel: I(x_2; x_0)/I(x_2; x_1) is below δ(π) = |1 − 2p|
+    p = 0.1
+    instance = {"target": "lemma3", "kernel": [[1 - p, p], [p, 1 - p]], "parents": [-1, 0, 1], "init": None,
+                "h": 2, "h_prime": 0, "alpha": "dobrushin"}
+    out = check_instance(instance)
+    assert out["holds"] and out["relation"] == "ancestor"
+    assert out["alphas"]["dobrushin"] == pytest.approx(0.8)
+    thm3 = check_instance({"target": "thm3", "kernel": instance["kernel"], "parents": [-1, 0, 1], "init": None,
+                           "h": 2})
+    assert thm3["holds"] and thm3["margin_exact"] > 0
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"target": "lemma5"}, "target"),
+    ({"target": "lemma3", "kernel": [[1.0, 0.0], [0.0, 1.0]], "parents": [-1, 0, 1]}, "'h'"),
+    ({"target": "lemma3", "kernel": [[0.5, 0.5], [0.5, 0.5]], "parents": [-1, 0, 1], "h": 2}, "h_prime"),
+    ({"target": "lemma3", "kernel": [[0.5, 0.5], [0.5, 0.5]], "parents": [-1, 0, 1], "h": 2, "h_prime": 0,
+      "alpha": "kl"}, "alpha"),
+])
+def test_bad_instances_are_rejected(bad, match):
+    with pytest.raises(ValueError, match=match):
+        check_instance(bad)
+
+
+def test_bad_search_arguments_are_rejected():
+    with pytest.raises(ValueError, match="target"):
+        run_search("lemma4", 10, 0)
+    with pytest.raises(ValueError, match="budget"):
+        run_search("lemma3", 0, 0)
+    with pytest.raises(ValueError, match="alpha"):
+        run_search("thm3", 10, 0, alpha=0.5)
