@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import rel_entr, xlogy
 
-from numerics._validate import check_init, check_kernel, check_parents, check_positive_int
+from numerics._validate import check_init, check_joint, check_kernel, check_parents, check_positive_int
 from numerics.contraction import _dobrushin, _eta_chi2, kl_contraction_batch
 from numerics.estimators import Estimate, mean_estimate, mutual_information_estimate, mutual_information_ratio_estimate
 from numerics.gradient import chi2_gain, init_gradient
@@ -213,12 +213,17 @@ def lemma4_terms(kernel, joint_parent_child, joint_candidate_child) -> dict:
     dict of (...,) arrays: ``lhs``, ``rhs``, ``mi_parent``, ``mi_candidate``, ``kl``.
     """
     kernel = check_kernel(kernel)
+    joint_parent_child = check_joint(joint_parent_child, "joint_parent_child")
+    joint_candidate_child = check_joint(joint_candidate_child, "joint_candidate_child")
+    return _lemma4_terms(kernel, joint_parent_child, joint_candidate_child, mutual_information(joint_parent_child),
+                         mutual_information(joint_candidate_child))
+
+
+def _lemma4_terms(kernel, joint_parent_child, joint_candidate_child, mi_parent, mi_candidate) -> dict:
     # xlogy: 0 · log π = 0 where the joint has no mass; π > 0 wherever the joint has mass.
     lhs = xlogy(joint_parent_child, kernel).sum((-2, -1)) - xlogy(joint_candidate_child, kernel).sum((-2, -1))
     candidate_law = joint_candidate_child.sum(-1)  # (..., d)
     kl = rel_entr(joint_candidate_child, candidate_law[..., :, None] * kernel).sum((-2, -1))
-    mi_parent = mutual_information(joint_parent_child)
-    mi_candidate = mutual_information(joint_candidate_child)
     return {"lhs": lhs, "rhs": np.asarray(mi_parent) - mi_candidate + kl, "mi_parent": mi_parent,
             "mi_candidate": mi_candidate, "kl": kl}
 
@@ -266,8 +271,12 @@ class SweepResult:
     def histogram(self, key: str, values: np.ndarray, edges: np.ndarray = None) -> None:
         """Add ``values`` to the integer histogram ``key`` (default bins: 60 on [0, 1.2], overflow last)."""
         edges = HISTOGRAM_EDGES if edges is None else edges
-        counts = np.histogram(np.clip(values, edges[0], edges[-1]), bins=edges)[0]
-        self.histograms[key] = self.histograms.get(key, np.zeros(edges.size - 1, dtype=np.int64)) + counts
+        bins = edges.size - 1
+        # equal-width bins: the index by arithmetic (np.histogram's generality costs more than the sweep itself)
+        index = np.clip(((np.asarray(values) - edges[0]) / (edges[-1] - edges[0]) * bins).astype(np.int64), 0,
+                        bins - 1)
+        counts = np.bincount(index, minlength=bins)
+        self.histograms[key] = self.histograms.get(key, np.zeros(bins, dtype=np.int64)) + counts
 
     def offer(self, key: str, value: float, item_key: tuple, make_instance) -> None:
         self.worst.setdefault(key, Worst()).offer(value, item_key, make_instance)
@@ -341,24 +350,19 @@ def lemma3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = LEMMA3_RAN
         instance = draw_instance(_item_rng(seed, _LEMMA3_TAG, index), ranges, kernel)
         inits = (stationary_distribution(instance["kernel"]), instance["init"])  # in the order of INIT_KINDS
         stacked = lemma3_pairs(instance["kernel"], instance["parents"], np.stack(inits))
-        for i, kind in enumerate(INIT_KINDS):
-            pairs = _select(stacked, stacked["init_index"] == i)
-            _score_lemma3_pairs(result, pairs, instance["kernel"], instance["parents"],
-                                None if i == 0 else inits[1], kind, index, compute_sdpi)
+        _score_lemma3_pairs(result, stacked, instance["kernel"], instance["parents"], (None, inits[1]), index,
+                            compute_sdpi)
     return result
 
 
-def _select(pairs: dict, mask: np.ndarray) -> dict:
-    return {k: (v[mask] if isinstance(v, np.ndarray) else v) for k, v in pairs.items()}
-
-
-def _score_lemma3_pairs(result, pairs, kernel, parents, init, kind, index, compute_sdpi) -> None:
+def _score_lemma3_pairs(result, pairs, kernel, parents, inits, index, compute_sdpi) -> None:
+    """Add one instance's pairs (both μ₀ stacked, ``pairs["init_index"]`` = position in INIT_KINDS)."""
     n = pairs["h"].size
-    result.add("pairs", n)
-    result.add(f"{kind}/pairs", n)
-    result.add("pairs/ancestor", int(pairs["ancestor"].sum()))
+    if not n:
+        return
+    kinds = pairs["init_index"]
+    by_kind = [kinds == i for i in range(len(INIT_KINDS))]
     defined = np.isfinite(pairs["ratio"])
-    result.add("degenerate", int((~defined).sum()))
     ratio = np.where(defined, pairs["ratio"], 0.0)
     # rounding of I(x_h; x_pa) (absolute ~1e-16 per term) moves the ratio by ~1e-15 / I(x_h; x_pa)
     tolerance = VIOLATION_RTOL + 1e-14 / np.where(defined, pairs["mi_parent"], 1.0)
@@ -370,40 +374,48 @@ def _score_lemma3_pairs(result, pairs, kernel, parents, init, kind, index, compu
         sdpi[needed] = sdpi_coefficients(pairs, needed)
         result.add("sdpi_computed", needed.size)
         alphas["sdpi"] = sdpi
+    result.add("pairs", n)
+    result.add("pairs/ancestor", int(pairs["ancestor"].sum()))
+    result.add("degenerate", int((~defined).sum()))
+    for i, kind in enumerate(INIT_KINDS):
+        result.add(f"{kind}/pairs", int(by_kind[i].sum()))
 
     def make(p, alpha_name=None):
+        kind = int(kinds[p])
         return lambda: instance_record(
-            "lemma3", kernel, parents, init, h=int(pairs["h"][p]), h_prime=int(pairs["h_prime"][p]),
+            "lemma3", kernel, parents, inits[kind], h=int(pairs["h"][p]), h_prime=int(pairs["h_prime"][p]),
             alpha=alpha_name or "dobrushin", ratio=float(ratio[p]), relation=_relation(pairs, p),
-            instance_index=int(index), init_kind=kind)
+            instance_index=int(index), init_kind=INIT_KINDS[kind])
 
-    def offer_largest(key: str, values: np.ndarray, alpha_name=None) -> None:
-        # one offer per (instance, init): the first pair attaining this instance's largest value
-        values = np.where(defined, values, -np.inf)
-        if n and np.isfinite(values).any():
-            p = int(np.argmax(values))
-            result.offer(key, values[p], (index, kind, p), make(p, alpha_name))
+    def offer_largest(key: str, values: np.ndarray, valid: np.ndarray, alpha_name=None) -> None:
+        # one offer per (instance, μ₀): the first pair attaining its largest value
+        for i, kind in enumerate(INIT_KINDS):
+            masked = np.where(valid & by_kind[i], values, -np.inf)
+            p = int(np.argmax(masked))
+            if np.isfinite(masked[p]):
+                result.offer(key, masked[p], (index, kind, p), make(p, alpha_name))
 
-    offer_largest("ratio", ratio)
+    offer_largest("ratio", ratio, defined)
     result.histogram("ratio", ratio[defined])
     for name, alpha in alphas.items():
         violated = defined & (ratio > alpha + tolerance)
         result.add(f"violations/{name}", int(violated.sum()))
-        result.add(f"{kind}/violations/{name}", int(violated.sum()))
         result.add(f"violations/{name}/ancestor", int((violated & pairs["ancestor"]).sum()))
-        offer_largest(f"excess/{name}", ratio - alpha, name)
+        for i, kind in enumerate(INIT_KINDS):
+            result.add(f"{kind}/violations/{name}", int((violated & by_kind[i]).sum()))
+        offer_largest(f"excess/{name}", ratio - alpha, defined, name)
         result.histogram(f"ratio_over_alpha/{name}", ratio[defined] / np.maximum(alpha[defined], 1e-300))
         if defined.any():
             result.maximum(f"alpha_max/{name}", float(alpha[defined].max()))
-    if not n:
-        return
-    terms = lemma4_terms(kernel, pairs["joint_parent_child"], pairs["joint_candidate_child"])
+    # the MIs here are the foundation-independent ones of lemma3_pairs; tests compare them with dit
+    terms = _lemma4_terms(kernel, pairs["joint_parent_child"], pairs["joint_candidate_child"], pairs["mi_parent"],
+                          pairs["mi_candidate"])
     gap = np.atleast_1d(terms["lhs"])
     error = np.abs(gap - np.atleast_1d(terms["rhs"]))
     result.add("lemma4/nonpositive_gap", int((gap <= 0).sum()))
-    defined = np.ones(n, dtype=bool)
-    offer_largest("lemma4/identity_error", error)
-    offer_largest("lemma4/negative_gap", -gap)
+    everywhere = np.ones(n, dtype=bool)
+    offer_largest("lemma4/identity_error", error, everywhere)
+    offer_largest("lemma4/negative_gap", -gap, everywhere)
 
 
 def _relation(pairs: dict, p: int) -> str:
