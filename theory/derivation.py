@@ -1,0 +1,174 @@
+"""The two objects every module of ``theory`` returns: a :class:`Derivation` and a :class:`Verification`.
+
+A derivation is a list of steps built with SymPy from definitions (likelihoods, softmax, derivatives,
+expectations), the named results it arrives at, and the *residuals*: expressions that the derivation shows to
+simplify to zero (derived minus claimed). A verification is the SymPy ``verify_numerically`` pattern: the
+derived expressions are lambdified and compared, at random points drawn from a passed Generator, with an
+independent numeric computation (``numerics`` or a direct NumPy evaluation).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import sympy as sp
+
+# Float64 evaluations of a correct expression agree with an independent float64 computation to ~1e-13; a
+# wrong expression differs by O(1) at generic random points. 1e-9 sits safely between the two.
+DEFAULT_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """What a symbolic derivation produced.
+
+    Attributes
+    ----------
+    claim : str
+        The claim id of SPEC.md §4 this derivation serves.
+    steps : tuple of (caption, expression)
+        The derivation in order; an expression is a SymPy object (or a relation) rendered with ``sympy.latex``.
+    results : mapping name -> SymPy expression
+        The derived expressions that verifiers lambdify.
+    residuals : mapping name -> SymPy expression
+        ``simplify(derived - claimed)`` for each identity the claim states; the claim's symbolic part holds
+        when every residual is exactly ``0``.
+    witnesses : mapping name -> SymPy expression
+        Expressions the claim says are NOT zero (e.g. the W + b1ᵀ difference), kept to exhibit them.
+    """
+
+    claim: str
+    steps: tuple[tuple[str, sp.Basic], ...]
+    results: Mapping[str, sp.Basic]
+    residuals: Mapping[str, sp.Basic] = field(default_factory=dict)
+    witnesses: Mapping[str, sp.Basic] = field(default_factory=dict)
+
+    @property
+    def identities_hold(self) -> bool:
+        """True when every residual simplified to exactly zero and every witness is not identically zero."""
+        zero = all(is_exactly_zero(r) for r in self.residuals.values())
+        nonzero = all(not is_exactly_zero(w) for w in self.witnesses.values())
+        return zero and nonzero
+
+    def latex_steps(self) -> list[tuple[str, str]]:
+        """The steps as ``(caption, latex)`` pairs for the report."""
+        return [(caption, expr if isinstance(expr, str) else sp.latex(expr)) for caption, expr in self.steps]
+
+    def with_results(self, overrides: Mapping[str, sp.Basic] | None) -> dict[str, sp.Basic]:
+        """The results with some replaced (a test passes a perturbed expression to show a verifier bites)."""
+        results = dict(self.results)
+        for name, expr in (overrides or {}).items():
+            if name not in results:
+                raise ValueError(f"overrides must name results of {self.claim} ({sorted(results)}); got {name!r}")
+            results[name] = sp.sympify(expr)
+        return results
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The outcome of comparing derived expressions with an independent numeric computation.
+
+    Attributes
+    ----------
+    claim : str
+        The claim id.
+    errors : dict name -> float
+        Largest absolute difference over the random points, per compared quantity.
+    slacks : dict name -> float
+        Smallest slack ``rhs - lhs`` of each inequality the claim states (must be >= -tolerance).
+    tolerance : float
+        Largest error (and most negative slack) accepted.
+    n_points : int
+        How many random points were evaluated.
+    """
+
+    claim: str
+    errors: dict[str, float]
+    slacks: dict[str, float]
+    tolerance: float
+    n_points: int
+
+    @property
+    def max_abs_error(self) -> float:
+        return max(self.errors.values(), default=0.0)
+
+    @property
+    def passed(self) -> bool:
+        finite = all(np.isfinite(v) for v in (*self.errors.values(), *self.slacks.values()))
+        return (
+            finite
+            and self.max_abs_error <= self.tolerance
+            and all(s >= -self.tolerance for s in self.slacks.values())
+        )
+
+    def measured(self) -> dict:
+        """JSON-ready numbers for ``CheckOutcome.measured``."""
+        return {
+            "max_abs_error": float(self.max_abs_error),
+            "errors": {k: float(v) for k, v in self.errors.items()},
+            "min_slacks": {k: float(v) for k, v in self.slacks.items()},
+            "n_points": int(self.n_points),
+        }
+
+
+def is_exactly_zero(expr) -> bool:
+    """Whether a SymPy expression or matrix is structurally zero (after the derivation's simplification)."""
+    if isinstance(expr, sp.MatrixBase):
+        return all(sp.sympify(e) == 0 for e in expr)
+    return sp.sympify(expr) == 0
+
+
+class ErrorTracker:
+    """Accumulates max |derived - independent| and min slack per name over the random points of a verifier."""
+
+    def __init__(self) -> None:
+        self.errors: dict[str, float] = {}
+        self.slacks: dict[str, float] = {}
+
+    def compare(self, name: str, derived, independent) -> None:
+        derived = np.asarray(derived, dtype=float)
+        independent = np.asarray(independent, dtype=float)
+        if derived.shape != independent.shape:
+            raise ValueError(f"{name}: derived shape {derived.shape} != independent shape {independent.shape}")
+        # NaN (a wrong expression evaluated outside its domain) must count as a failure, not be skipped.
+        err = float(np.max(np.abs(derived - independent))) if derived.size else 0.0
+        err = np.inf if not np.isfinite(err) else err
+        self.errors[name] = max(self.errors.get(name, 0.0), err)
+
+    def bound(self, name: str, lhs, rhs) -> None:
+        """Record the slack of the inequality ``lhs <= rhs``."""
+        slack = float(np.min(np.asarray(rhs, dtype=float) - np.asarray(lhs, dtype=float)))
+        slack = -np.inf if not np.isfinite(slack) else slack
+        self.slacks[name] = min(self.slacks.get(name, np.inf), slack)
+
+    def result(self, claim: str, n_points: int, tolerance: float = DEFAULT_TOLERANCE) -> Verification:
+        return Verification(claim, dict(self.errors), dict(self.slacks), tolerance, n_points)
+
+
+def lambdify(args: Sequence, expr: sp.Basic, modules: Iterable = ("numpy",)) -> Callable:
+    """``sympy.lambdify`` with NumPy, flattening matrix arguments so callers pass flat float arrays."""
+    flat = []
+    for a in args:
+        flat.extend(list(a) if isinstance(a, (sp.MatrixBase, list, tuple)) else [a])
+    return sp.lambdify(flat, expr, modules=list(modules))
+
+
+def probability_vector(name: str, d: int) -> sp.Matrix:
+    """A symbolic probability vector of length ``d``: positive free entries, the last is 1 minus the rest."""
+    free = sp.symbols(f"{name}_0:{d - 1}", positive=True)
+    return sp.Matrix([*free, 1 - sp.Add(*free)])
+
+
+def stochastic_matrix(name: str, d: int) -> sp.Matrix:
+    """A symbolic row-stochastic d x d matrix ``K[i, j] = K(j | i)``; each row's last entry is 1 minus the rest."""
+    rows = []
+    for i in range(d):
+        free = [sp.Symbol(f"{name}_{i}{j}", positive=True) for j in range(d - 1)]
+        rows.append([*free, 1 - sp.Add(*free)])
+    return sp.Matrix(rows)
+
+
+def free_symbols_sorted(expr: sp.Basic) -> list[sp.Symbol]:
+    """The free symbols of ``expr`` in name order (a deterministic argument order for lambdify)."""
+    return sorted(expr.free_symbols, key=lambda s: s.name)
