@@ -370,7 +370,8 @@ def run_ds_experiment(exp: DSExperiment, *, A=None, device="auto", quiet: bool =
     return {"config": asdict(exp), "A": A.tolist(), "models": models, "metrics": metrics}
 
 
-def train_ds_preset(*, steps=None, seed=0, device="auto", out=None, quiet=False, resume=False) -> dict:
+def train_ds_preset(*, steps=None, seed=0, device="auto", out=None, quiet=False, resume=False,
+                    n_eval: int = 2000) -> dict:
     """``bma-verify train --preset ds``: train the bilinear, key-norm and FFN models on the DS task.
 
     Preset: d = 5, H = 10, ρ = 0.5, L = 30 (training L' ~ U{1..30}, zero-padded), batch 256, Adam lr 0.02 with
@@ -379,9 +380,9 @@ def train_ds_preset(*, steps=None, seed=0, device="auto", out=None, quiet=False,
     ``DIR/<selector>.pt`` (state dicts). With ``resume``, models whose checkpoint exists in ``out`` are
     loaded instead of retrained. Returns the metrics dict.
     """
-    exp = DSExperiment(train=TrainConfig(steps=1500 if steps is None else int(steps), seed=int(seed)))
-    if exp.train.steps < 1:
+    if steps is not None and (not isinstance(steps, int) or steps < 1):
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    exp = DSExperiment(train=TrainConfig(steps=1500 if steps is None else steps, seed=int(seed)), n_eval=n_eval)
     out_dir = Path(out) if out is not None else Path("runs") / f"ds-seed{seed}"
     out_dir.mkdir(parents=True, exist_ok=True)
     models = {}

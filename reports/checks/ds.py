@@ -16,12 +16,10 @@ D, H, RHO = 5, 10, 0.5
 SMALL_L = 5  # "small L'": L' <= 5
 GAP_TOL = 0.02  # nats: "within training error" of BMA (issue 6 target for the key-norm model)
 SIZES = {
-    "quick": {"fit_L": (1, 2, 3, 5, 8, 12, 20, 30), "key_norm_L": (1, 3, 8), "n_fit": 1000, "n_eval": 1000,
-              "steps": 250, "batch": 256, "copier": "exact", "model_L": (1, 2, 3, 5, 8, 12, 20, 30),
-              "model_eval": 1000},
+    "quick": {"fit_L": (1, 2, 3, 5, 8, 12, 20, 30), "key_norm_L": (1, 3), "n_fit": 800, "n_eval": 800,
+              "steps": 250, "batch": 192, "copier": "exact", "model_eval": 800},
     "full": {"fit_L": tuple(range(1, 31)), "key_norm_L": (1, 2, 3, 5, 8, 12, 20, 30), "n_fit": 4000,
-             "n_eval": 4000, "steps": 2000, "batch": 256, "copier": "learned", "model_L": tuple(range(1, 31)),
-             "model_eval": 4000},
+             "n_eval": 4000, "steps": 3000, "batch": 256, "copier": "exact", "model_eval": 4000},
 }
 DERIVATION = [
     ("Gaussian conditional likelihood of candidate h' (uniform prior over h' < h)",
@@ -169,7 +167,7 @@ def _trained(ctx: CheckContext) -> dict:
     key = ("ds", "models", ctx.tier, ctx.seed)
     if key not in ctx.cache:
         s = _sizes(ctx)
-        exp = DSExperiment(d=D, H=H, L=30, rho=RHO, copier=s["copier"], L_values=s["model_L"],
+        exp = DSExperiment(d=D, H=H, L=30, rho=RHO, copier=s["copier"], L_values=s["fit_L"],
                            n_eval=s["model_eval"],
                            train=TrainConfig(steps=s["steps"], batch_size=s["batch"],
                                              seed=ctx.seed_for("prop2-ds-train") % (2 ** 31)))
@@ -193,7 +191,7 @@ def _attention_figure(ctx: CheckContext, result: dict, A: np.ndarray, L: int) ->
         ax.set_title(title, fontsize=8)
         ax.set_xlabel("h' (key)", fontsize=7)
         ax.set_ylabel("h (query)", fontsize=7)
-    axes[0].legend(fontsize=6, loc="upper right")
+    axes[-1].legend(fontsize=6, loc="upper right", framealpha=0.5)
     fig.suptitle(f"second-layer attention, one context with L'={L} (red x: true parent)", fontsize=9)
     fig.tight_layout()
     return _save(fig, ctx, "prop2_attention_maps.png")
@@ -204,9 +202,11 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
 
     Verdict: pass when the key-norm model's L_pa gap is within 0.02 nats of BMA at every L' tested, the
     bilinear model's gap exceeds 0.02 nats by 3 standard errors at some L' <= 5 (the paper's small-L' gap),
-    and it is within 0.02 at the largest L'. A key-norm miss counts as a fail only when training converged
-    (its squared error within 3 SE, or 1 %, of BMA's averaged over L'); otherwise the verdict is
-    inconclusive. The FFN model's gap is measured and reported, not judged.
+    and it is within 0.02 at the largest L'. Training counts as converged when the bilinear model, the
+    control, is within 0.01 nats (+ 3 SE) of the best bilinear W's gap at every L' and the key-norm training
+    loss has flattened (last 10 % of steps within 1 % of the 10 % before); a miss with unconverged training is
+    inconclusive, not fail. The FFN model's gap is measured and reported (also against the best bilinear W:
+    where it is lower, the FFN supplies what a bilinear score lacks), not judged.
     """
     s = _sizes(ctx)
     result = _trained(ctx)
@@ -216,25 +216,31 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
     L_values = ev["bilinear"]["L"]
     small = [i for i, L in enumerate(L_values) if L <= SMALL_L]
     bil, kn, ffn = ev["bilinear"], ev["key-norm"], ev["ffn"]
+    fit = fits["bilinear"]
+    fit_gap = dict(zip(fit["L"], zip(fit["gap_eval"], fit["gap_eval_se"])))
     key_norm_within = [g <= GAP_TOL for g in kn["gap"]]
     bilinear_gap_small = max(bil["gap"][i] - 3 * bil["gap_se"][i] for i in small)
     bilinear_shows_gap = bilinear_gap_small > GAP_TOL
     bilinear_closes = bil["gap"][-1] <= GAP_TOL
-    excess = float(np.mean(kn["mse_excess"]))
-    excess_se = float(np.sqrt(np.sum(np.square(kn["mse_excess_se"]))) / len(L_values))
-    bma_mse = float(np.mean(kn["bma_mse"]))
-    key_norm_converged = excess <= max(3 * excess_se, 0.01 * bma_mse)
+    control_distance = [bil["gap"][i] - fit_gap[L][0] for i, L in enumerate(L_values)]
+    control_ok = all(abs(dist) <= 0.01 + 3 * (bil["gap_se"][i] + fit_gap[L][1])
+                     for i, (L, dist) in enumerate(zip(L_values, control_distance)))
+    key_norm_flat = bool(result["metrics"]["key-norm"]["history"]["converged"])
+    converged = control_ok and key_norm_flat
     if all(key_norm_within) and bilinear_shows_gap and bilinear_closes:
         verdict = "pass"
-    elif not all(key_norm_within) and not key_norm_converged:
+    elif not converged:
         verdict = "inconclusive"
     else:
         verdict = "fail"
+    ffn_below_bilinear = [int(L) for i, L in enumerate(L_values)
+                          if ffn["gap"][i] + 3 * ffn["gap_se"][i] < fit_gap[L][0] - 3 * fit_gap[L][1]]
     ffn_closing = _closing_L(L_values, ffn["gap"], ffn["gap_se"], GAP_TOL)
     measured = {"L": L_values, "steps": s["steps"], "copier": s["copier"], "d": D, "H": H, "rho": RHO,
-                "train_L_max": 30, "key_norm_training_excess_mse": excess,
-                "key_norm_training_excess_mse_se": excess_se, "key_norm_converged": bool(key_norm_converged),
-                "bilinear_small_L_gap_lower": bilinear_gap_small, "ffn_closes_gap_from_L": ffn_closing}
+                "train_L_max": 30, "bilinear_minus_best_bilinear_gap": control_distance,
+                "training_converged": bool(converged), "key_norm_loss_flat": key_norm_flat,
+                "bilinear_small_L_gap_lower": bilinear_gap_small, "ffn_closes_gap_from_L": ffn_closing,
+                "ffn_below_best_bilinear_at_L": ffn_below_bilinear}
     for name, e in ev.items():
         tag = name.replace("-", "_")
         measured[f"{tag}_gap"] = e["gap"]
@@ -257,7 +263,6 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
                   ["L'", "gap bilinear", "gap key-norm", "gap FFN", "L_pa BMA", "ΔMSE bilinear", "ΔMSE key-norm",
                    "ΔMSE FFN"], rows)
     fig, ax = _figure(figsize=(6.4, 3.8))
-    fit = fits["bilinear"]
     ax.plot(fit["L"], fit["gap_eval"], color="k", ls="--", lw=1, label="best bilinear W (exact fit)")
     for name in ("bilinear", "key-norm", "ffn"):
         ax.errorbar(L_values, ev[name]["gap"], yerr=2 * np.asarray(ev[name]["gap_se"]), marker="o", ms=3,
@@ -272,8 +277,10 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
     summary = (f"max L_pa gap to BMA over L' in {L_values[0]}..{L_values[-1]}: key-norm "
                f"{max(kn['gap']):.4f}, bilinear {max(bil['gap']):.4f} (small-L' lower bound "
                f"{bilinear_gap_small:.4f}, {bil['gap'][-1]:.4f} at L'={L_values[-1]}), FFN {max(ffn['gap']):.4f}"
-               f"{'' if ffn_closing is None else f' (within {GAP_TOL} from L={ffn_closing})'}; key-norm training "
-               f"{'converged' if key_norm_converged else 'NOT converged'} (excess MSE {excess:.4f} ± {excess_se:.4f}).")
+               f"{'' if ffn_closing is None else f' (within {GAP_TOL} from L={ffn_closing})'}, below the best "
+               f"bilinear W at L' in {ffn_below_bilinear or 'none'}; training "
+               f"{'converged' if converged else 'NOT converged'} (bilinear control within "
+               f"{max(np.abs(control_distance)):.4f} of its family's optimum).")
     instance = None
     if verdict == "fail":
         instance = {"claim": "prop2-ds-quadratic", "A": A.tolist(), "rho": RHO, "d": D, "H": H, "L": L_values,

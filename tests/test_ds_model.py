@@ -1,0 +1,148 @@
+"""DS models (prop2-ds-quadratic, model check): copier, exact-parameter selectors against the exact posterior,
+zero padding, training, the ds preset, bad input. References: numerics.ds (exact posterior and BMA mean)."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from model.ds import (DSModel, DSModelConfig, TrainConfig, evaluate_ds_model, pad_context,
+                      train_ds_models, train_ds_preset, training_batch)
+from numerics.ds import ds_bma_mean, ds_parent_posterior, random_orthogonal, sample_ds_task
+from numerics.ds_fit import exact_score_parameters
+
+RHO = 0.5
+
+
+def with_exact_parameters(cfg, A):
+    """A float64 model whose selector and read-out are set to Proposition 2's exact values."""
+    model = DSModel(cfg).double()
+    W, c = exact_score_parameters(A, RHO)
+    with torch.no_grad():
+        if cfg.selector != "ffn":
+            model.W.copy_(torch.as_tensor(W))
+        if cfg.selector == "key-norm":
+            model.c.fill_(c)
+        model.W_O.copy_(torch.as_tensor(RHO * A))  # row form of ρAᵀx
+    return model
+
+
+@pytest.fixture(scope="module")
+def task():
+    rng = np.random.default_rng(0)
+    A = random_orthogonal(3, rng=rng)
+    return A, sample_ds_task(A, RHO, 64, 4, 6, rng=rng)
+
+
+def run(model, context, query, L):
+    x = torch.as_tensor(pad_context(context, query, L))
+    mean, log_att = model(x)
+    return mean.detach().numpy(), torch.exp(log_att).detach().numpy()
+
+
+@pytest.mark.parametrize("copier", ["exact", "learned"])
+def test_key_norm_model_with_exact_parameters_is_bma(task, copier):
+    # Reference: ds_parent_posterior and ds_bma_mean (full Gaussian likelihood), with L' = 4 < L = 6 examples
+    # zero-padded: padding must act exactly like having fewer examples.
+    A, t = task
+    cfg = DSModelConfig(d=3, H=6, L=6, selector="key-norm", copier=copier, beta=40.0)
+    mean, att = run(with_exact_parameters(cfg, A), t.context, t.query, cfg.L)
+    tol = 1e-9 if copier == "exact" else 1e-6  # the learned copier at β = 40 leaks e^-40 per key
+    np.testing.assert_allclose(att, ds_parent_posterior(A, RHO, t.context), atol=tol)
+    np.testing.assert_allclose(mean, ds_bma_mean(A, RHO, t.context, t.query), atol=tol)
+
+
+def test_bilinear_model_with_the_bilinear_part_alone_is_not_bma(task):
+    # Proposition 2: dropping the key-only term changes the attention.
+    A, t = task
+    cfg = DSModelConfig(d=3, H=6, L=4, selector="bilinear", copier="exact")
+    _, att = run(with_exact_parameters(cfg, A), t.context, t.query, cfg.L)
+    assert np.max(np.abs(att - ds_parent_posterior(A, RHO, t.context))) > 0.05
+
+
+def test_exact_copier_copies_each_example_and_learned_copier_starts_there():
+    x = torch.randn(2, 5, 4, 3, dtype=torch.float64)  # (B, L+1, H, d), L = 4
+    exact = DSModel(DSModelConfig(d=3, H=4, L=4, copier="exact"))
+    learned = DSModel(DSModelConfig(d=3, H=4, L=4, copier="learned", beta=50.0)).double()
+    v = learned.copier(x)  # (B, H, K, d)
+    for k in range(4):  # slot k holds the example k+1 back, same position
+        torch.testing.assert_close(v[:, :, k], x[:, 3 - k], atol=1e-12, rtol=0)
+    assert exact.copier is None
+
+
+@pytest.mark.parametrize("selector", ["bilinear", "key-norm", "ffn"])
+def test_no_leakage_of_the_predicted_token(selector):
+    # The prediction at position h must not depend on x^{L+1}_{h'} for h' >= h (SPEC.md §3, layer-1 mask).
+    torch.manual_seed(0)
+    model = DSModel(DSModelConfig(d=3, H=6, L=3, selector=selector, copier="learned", ffn_hidden=16)).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    x = torch.randn(4, 4, 6, 3, dtype=torch.float64)
+    y = x.clone()
+    y[:, -1, 3:] += torch.randn_like(y[:, -1, 3:])  # change the query example from position 3 on
+    mx, ax = model(x)
+    my, ay = model(y)
+    torch.testing.assert_close(mx[:, :4], my[:, :4])
+    torch.testing.assert_close(ax[:, :4], ay[:, :4])
+
+
+def test_training_closes_the_gap_only_with_the_key_norm_feature():
+    # Small instance, paired training: the key-norm model reaches the exact posterior (gap ≈ 0) while the
+    # bilinear one keeps a gap at small L' (the best bilinear gap there is > 0.03 nats, test_ds_fit).
+    rng = np.random.default_rng(5)
+    A = random_orthogonal(3, rng=rng)
+    cfgs = [DSModelConfig(d=3, H=6, L=6, selector=s, copier="exact") for s in ("bilinear", "key-norm")]
+    models, hist = train_ds_models(cfgs, A, RHO, TrainConfig(steps=200, batch_size=128, seed=1))
+    assert all(len(h["loss"]) == 200 for h in hist)
+    ev = [evaluate_ds_model(m, A, RHO, [2], n_eval=600, rng=np.random.default_rng(9)) for m in models]
+    bil, kn = ev[0], ev[1]
+    assert kn["gap"][0] < 0.01
+    assert bil["gap"][0] - 3 * bil["gap_se"][0] > kn["gap"][0] + 0.01
+    # the BMA rows are identical for both (same evaluation stream)
+    assert bil["bma_parent_loss"] == kn["bma_parent_loss"]
+
+
+def test_training_batches_mix_L_prime_by_zeroing_the_oldest_examples():
+    cfg = DSModelConfig(d=2, H=3, L=5, copier="exact")
+    x = training_batch(random_orthogonal(2, rng=np.random.default_rng(0)), RHO, cfg, 400,
+                       np.random.default_rng(1))
+    nonzero = np.any(x[:, :cfg.L] != 0, axis=(2, 3))  # (B, L): which context slots hold an example
+    n_real = nonzero.sum(axis=1)
+    assert n_real.min() >= 1 and n_real.max() == cfg.L
+    assert set(np.unique(n_real)) == set(range(1, cfg.L + 1))
+    # the real examples are the most recent ones: once a slot is real, every later one is
+    assert np.all(np.diff(nonzero.astype(int), axis=1) >= 0)
+
+
+def test_ds_preset_writes_metrics_and_resumes(tmp_path):
+    metrics = train_ds_preset(steps=2, seed=3, device="cpu", out=tmp_path, quiet=True, n_eval=20)
+    saved = json.loads((tmp_path / "metrics.json").read_text())
+    for key, value in (("d", 5), ("H", 10), ("L", 30), ("rho", 0.5), ("steps", 2), ("preset", "ds")):
+        assert saved[key] == value and metrics[key] == value
+    assert set(saved["models"]) == {"bilinear", "key-norm", "ffn"}
+    assert len(saved["models"]["key-norm"]["eval"]["gap"]) == 30
+    assert all((tmp_path / f"{s}.pt").exists() for s in ("bilinear", "key-norm", "ffn"))
+    again = train_ds_preset(steps=2, seed=3, device="cpu", out=tmp_path, quiet=True, resume=True, n_eval=20)
+    assert again["models"]["bilinear"]["history"] is None  # loaded, not retrained
+    assert again["models"]["bilinear"]["eval"]["gap"] == saved["models"]["bilinear"]["eval"]["gap"]
+
+
+def test_bad_configuration_and_input_are_rejected():
+    with pytest.raises(ValueError, match="selector"):
+        DSModelConfig(selector="quadratic")
+    with pytest.raises(ValueError, match="copier"):
+        DSModelConfig(copier="soft")
+    with pytest.raises(ValueError, match="H must be"):
+        DSModelConfig(H=1)
+    model = DSModel(DSModelConfig(d=3, H=4, L=2, copier="exact"))
+    with pytest.raises(ValueError, match="x must have shape"):
+        model(torch.zeros(1, 2, 4, 3))
+    with pytest.raises(ValueError, match="more than the model's L"):
+        pad_context(np.zeros((1, 3, 4, 3)), np.zeros((1, 4, 3)), 2)
+    with pytest.raises(ValueError, match="steps"):
+        train_ds_preset(steps=0)
+    with pytest.raises(ValueError, match="A must be orthogonal"):
+        train_ds_models([DSModelConfig(d=3, H=4, L=2)], 2 * np.eye(3), RHO, TrainConfig(steps=1))
+    with pytest.raises(ValueError, match="rho"):
+        evaluate_ds_model(model, np.eye(3), 1.2, [1], n_eval=4, rng=np.random.default_rng(0))
