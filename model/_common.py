@@ -40,7 +40,7 @@ def as_tokens(x, d: int, name: str, device, ndim: int) -> torch.Tensor:
 def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
     """Row h: softmax of ``scores[..., h, :]`` over h' < h; entries h' >= h and row 0 are zero.
 
-    Returns log-attention (−inf where masked, row 0 all −inf) so that the mixture rule stays in log space.
+    Returns log-attention (−inf where masked, row 0 all −inf): L_pa is −log A, read without underflow.
     """
     H = scores.shape[-1]
     allowed = torch.ones(H, H, dtype=torch.bool, device=scores.device).tril(-1)  # (H, H), h' < h
@@ -62,8 +62,9 @@ def output_log_probs(log_att: torch.Tensor, query: torch.Tensor, W_OV: torch.Ten
         att = log_att.exp()  # (B, H, H), row 0 zero
         logits = att @ W_OV[query]  # (B, H, H) @ (B, H, d) -> (B, H, d)
         return F.log_softmax(logits, dim=-1)
-    log_rows = F.log_softmax(W_OV, dim=-1)[query]  # (B, H, d): log σ(W_OV)[x_{h'}]
-    mixed = torch.logsumexp(log_att[:, 1:, :, None] + log_rows[:, None, :, :], dim=2)  # (B, H-1, d)
+    rows = F.softmax(W_OV, dim=-1)[query]  # (B, H, d): σ(W_OV)[x_{h'}], strictly positive
+    mixed = log_att[:, 1:].exp() @ rows  # (B, H-1, H) @ (B, H, d) -> (B, H-1, d), each row a law
+    mixed = torch.log(mixed.clamp_min(torch.finfo(mixed.dtype).tiny))  # clamp only guards underflow
     first = torch.full_like(mixed[:, :1], -float(np.log(d)))  # (B, 1, d) uniform row 0
     return torch.cat([first, mixed], dim=1)  # (B, H, d)
 

@@ -1,0 +1,139 @@
+"""The paper's experiments as named presets (``bma-verify train --preset NAME``; ``exp-*`` claims).
+
+Each preset is a list of :class:`model.train.TrainConfig` runs at two sizes: ``full`` (the paper's sizes, what
+``bma-verify train`` and the full report run) and ``quick`` (small runs for ``make report``; their verdicts use
+thresholds stated for that size). fig2 and fig3 are the same run; fig3 only adds the parameter figures.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+from model import figures
+from model.train import TrainConfig, TrainRun, eval_batch, train
+
+PRESETS = ("fig2", "fig3", "fig5", "fig6", "robustness")
+
+#: fig5's training and test context sizes (paper: d=10, H=15, train L in {1, 2, 5, 10, 20}, test L' in 1..30).
+FIG5_TRAIN_L = (1, 2, 5, 10, 20)
+FIG5_TEST_L = tuple(range(1, 31))
+FIG5_QUICK_TRAIN_L = (1, 5)
+FIG5_QUICK_TEST_L = (1, 2, 5, 10, 20)
+
+
+def fig5_heads(L: int) -> int:
+    """Copier heads for training L in fig5: half as many again as examples, plus two spares."""
+    return math.ceil(1.5 * L) + 2
+
+
+def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, seed: int = 0,
+                   device: str = "auto") -> dict[str, TrainConfig]:
+    """The runs of preset ``name`` keyed by a run label (e.g. ``"L5"``, ``"standard"``).
+
+    Parameters
+    ----------
+    name : one of :data:`PRESETS`
+    tier : "full" (paper sizes) or "quick" (what ``make report`` trains)
+    steps : override the number of training steps of every run
+    seed, device : passed to every run
+    """
+    if name not in PRESETS:
+        raise ValueError(f"preset must be one of {', '.join(PRESETS)} (ds is trained by model.ds), got {name!r}")
+    if tier not in ("quick", "full"):
+        raise ValueError(f"tier must be 'quick' or 'full', got {tier!r}")
+    if steps is not None and (not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    quick = tier == "quick"
+    base = dict(seed=seed, device=device)
+    if name in ("fig2", "fig3"):
+        runs = {"fig2": TrainConfig(d=5, H=10, L=10, K=24, steps=400 if quick else 2000,
+                                    batch_size=128 if quick else 256, eval_every=100,
+                                    eval_contexts=1024 if quick else 4096, test_L=(1, 2, 5, 10), **base)}
+    elif name == "fig5":
+        train_L, test_L = (FIG5_QUICK_TRAIN_L, FIG5_QUICK_TEST_L) if quick else (FIG5_TRAIN_L, FIG5_TEST_L)
+        runs = {f"L{L}": TrainConfig(d=10, H=15, L=L, K=fig5_heads(L), steps=300 if quick else 2000,
+                                     batch_size=128 if quick else 256, eval_every=100,
+                                     eval_contexts=512 if quick else 2048, test_L=test_L, **base)
+                for L in train_L}
+    elif name == "fig6":
+        runs = {"fig6": TrainConfig(d=20, H=50, L=3, K=6, steps=400 if quick else 2048,
+                                    batch_size=128 if quick else 256, eval_every=100,
+                                    eval_contexts=512 if quick else 2048, **base)}
+    else:
+        common = dict(d=5, H=10, L=10, steps=400 if quick else 2000, batch_size=128 if quick else 256,
+                      eval_every=100, eval_contexts=1024 if quick else 4096, **base)
+        runs = {"absolute": TrainConfig(model="absolute", K=24, **common),
+                "standard": TrainConfig(model="standard", K=8, lr=0.003, width=64, **common)}
+    if steps is not None:
+        runs = {k: replace(c, steps=steps) for k, c in runs.items()}
+    return runs
+
+
+def train_preset_runs(name: str, *, tier: str = "full", steps: int | None = None, seed: int = 0,
+                      device: str = "auto", out: str | Path | None = None, quiet: bool = True,
+                      resume: bool = False) -> dict[str, TrainRun]:
+    """Train every run of a preset (each in ``out/<label>`` when ``out`` is given) and return them."""
+    configs = preset_configs(name, tier=tier, steps=steps, seed=seed, device=device)
+    single = len(configs) == 1
+    return {label: train(config, out=None if out is None else (Path(out) if single else Path(out) / label),
+                         quiet=quiet, resume=resume)
+            for label, config in configs.items()}
+
+
+def train_preset(name: str, *, steps: int | None = None, seed: int = 0, device: str = "auto",
+                 out: str | Path | None = None, quiet: bool = False, resume: bool = False,
+                 tier: str = "full") -> dict:
+    """What ``bma-verify train --preset NAME`` runs: train, write ``out/metrics.json``, figures, checkpoints.
+
+    Returns
+    -------
+    The metrics dict (for presets with several runs: ``{"runs": {label: metrics}}`` plus the preset's
+    summary numbers).
+    """
+    runs = train_preset_runs(name, tier=tier, steps=steps, seed=seed, device=device, out=out, quiet=quiet,
+                             resume=resume)
+    metrics = summarize_preset(name, runs)
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        metrics["figures"] = write_preset_figures(name, runs, out)
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    return metrics
+
+
+def summarize_preset(name: str, runs: dict[str, TrainRun]) -> dict:
+    """The numbers each preset reports (one run: its metrics; several: per run plus a grid)."""
+    if len(runs) == 1:
+        return dict(next(iter(runs.values())).metrics)
+    summary: dict = {"runs": {label: run.metrics for label, run in runs.items()}}
+    if name == "fig5":
+        summary["grid"] = {label: {L_test: row["parent_loss"] - row["bma_parent_loss"]
+                                   for L_test, row in run.metrics["by_test_L"].items()}
+                           for label, run in runs.items()}
+    return summary
+
+
+def write_preset_figures(name: str, runs: dict[str, TrainRun], out: Path) -> list[str]:
+    """Save the preset's figures under ``out`` and return their file names."""
+    written = []
+    if name in ("fig2", "fig3"):
+        run = runs["fig2"]
+        batch = eval_batch(run.config, run.kernel, run.config.L)
+        written.append(figures.attention_heatmaps(run.model, run.kernel, batch, out / "fig2_attention.png"))
+        written.append(figures.training_curves(run.metrics, out / "fig2_parent_loss.png"))
+        written.append(figures.parameter_figure(run.model, run.kernel, run.config.L, run.config.H,
+                                                out / "fig3_parameters.png"))
+    elif name == "fig5":
+        written.append(figures.generalization_grid({k: r.metrics for k, r in runs.items()}, out / "fig5_grid.png"))
+    elif name == "fig6":
+        run = runs["fig6"]
+        written.append(figures.column_alignment_figure(run.model, run.kernel, run.config.L, run.config.H,
+                                                       out / "fig6_columns.png"))
+    else:
+        for label, run in runs.items():
+            batch = eval_batch(run.config, run.kernel, run.config.L)
+            written.append(figures.attention_heatmaps(run.model, run.kernel, batch,
+                                                      out / f"robustness_{label}_attention.png"))
+    return [Path(p).name for p in written]
