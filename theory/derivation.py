@@ -36,6 +36,9 @@ class Derivation:
         when every residual is exactly ``0``.
     witnesses : mapping name -> SymPy expression
         Expressions the claim says are NOT zero (e.g. the W + b1ᵀ difference), kept to exhibit them.
+    nonnegatives : mapping name -> SymPy expression
+        Slacks of inequalities the claim states, which SymPy's assumptions prove nonnegative
+        (``expr.is_nonnegative`` is True).
     """
 
     claim: str
@@ -43,13 +46,22 @@ class Derivation:
     results: Mapping[str, sp.Basic]
     residuals: Mapping[str, sp.Basic] = field(default_factory=dict)
     witnesses: Mapping[str, sp.Basic] = field(default_factory=dict)
+    nonnegatives: Mapping[str, sp.Basic] = field(default_factory=dict)
 
     @property
     def identities_hold(self) -> bool:
-        """True when every residual simplified to exactly zero and every witness is not identically zero."""
+        """True when every residual is exactly zero, every witness is not, and every slack is provably >= 0."""
         zero = all(is_exactly_zero(r) for r in self.residuals.values())
         nonzero = all(not is_exactly_zero(w) for w in self.witnesses.values())
-        return zero and nonzero
+        nonnegative = all(sp.sympify(e).is_nonnegative is True for e in self.nonnegatives.values())
+        return zero and nonzero and nonnegative
+
+    def status(self) -> dict[str, bool]:
+        """Per residual / witness / slack, whether it came out as the claim needs (for the report's table)."""
+        out = {f"residual {k} = 0": is_exactly_zero(v) for k, v in self.residuals.items()}
+        out.update({f"witness {k} != 0": not is_exactly_zero(v) for k, v in self.witnesses.items()})
+        out.update({f"slack {k} >= 0": sp.sympify(v).is_nonnegative is True for k, v in self.nonnegatives.items()})
+        return out
 
     def latex_steps(self) -> list[tuple[str, str]]:
         """The steps as ``(caption, latex)`` pairs for the report."""
