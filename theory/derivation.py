@@ -181,6 +181,11 @@ def stochastic_matrix(name: str, d: int) -> sp.Matrix:
     return sp.Matrix(rows)
 
 
+def labelled(lhs_latex: str, expr: sp.Basic) -> str:
+    """``lhs = expr`` as LaTeX (for steps whose right side is a matrix, which ``sympy.Eq`` would evaluate)."""
+    return f"{lhs_latex} = {sp.latex(expr)}"
+
+
 def free_symbols_sorted(expr: sp.Basic) -> list[sp.Symbol]:
     """The free symbols of ``expr`` in name order (a deterministic argument order for lambdify)."""
     return sorted(expr.free_symbols, key=lambda s: s.name)
