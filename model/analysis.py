@@ -186,3 +186,14 @@ def row_softmax_error(W, kernel) -> float:
     """(1/d)‖σ_row(W) − σ_row(log π)‖₁ = (1/d)‖σ_row(W) − π‖₁ (not identified by the selector, Prop. 1)."""
     W, kernel = np.asarray(W, float), np.asarray(kernel, float)
     return float(np.abs(_softmax(W, 1) - kernel).sum() / kernel.shape[0])
+
+
+def chance_parent_accuracy(H: int) -> float:
+    """Parent accuracy of a selector that picks h' < h uniformly at random: mean over h = 1..H-1 of 1/h."""
+    return float(np.mean(1.0 / np.arange(1, H)))
+
+
+def is_monotone(values, *, increasing: bool = True, slack: float = 0.0) -> bool:
+    """Whether ``values`` never move against the claimed direction by more than ``slack``."""
+    steps = np.diff(np.asarray(values, float))
+    return bool(np.all(steps >= -slack) if increasing else np.all(steps <= slack))

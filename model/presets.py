@@ -29,7 +29,7 @@ def fig5_heads(L: int) -> int:
 
 
 def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, seed: int = 0,
-                   device: str = "auto") -> dict[str, TrainConfig]:
+                   device: str = "auto", output: str = "mixture") -> dict[str, TrainConfig]:
     """The runs of preset ``name`` keyed by a run label (e.g. ``"L5"``, ``"standard"``).
 
     Parameters
@@ -38,6 +38,7 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
     tier : "full" (paper sizes) or "quick" (what ``make report`` trains)
     steps : override the number of training steps of every run
     seed, device : passed to every run
+    output : output rule of the structured and absolute-PE runs ("mixture" or the paper's "logit")
     """
     if name not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(PRESETS)} (ds is trained by model.ds), got {name!r}")
@@ -47,24 +48,25 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
     quick = tier == "quick"
     base = dict(seed=seed, device=device)
+    disentangled = dict(base, output=output)
     if name in ("fig2", "fig3"):
         runs = {"fig2": TrainConfig(d=5, H=10, L=10, K=24, steps=400 if quick else 2000,
                                     batch_size=128 if quick else 256, eval_every=100,
-                                    eval_contexts=1024 if quick else 4096, test_L=(1, 2, 5, 10), **base)}
+                                    eval_contexts=1024 if quick else 4096, test_L=(1, 2, 5, 10), **disentangled)}
     elif name == "fig5":
         train_L, test_L = (FIG5_QUICK_TRAIN_L, FIG5_QUICK_TEST_L) if quick else (FIG5_TRAIN_L, FIG5_TEST_L)
         runs = {f"L{L}": TrainConfig(d=10, H=15, L=L, K=fig5_heads(L), steps=300 if quick else 2000,
                                      batch_size=128 if quick else 256, eval_every=100,
-                                     eval_contexts=512 if quick else 2048, test_L=test_L, **base)
+                                     eval_contexts=512 if quick else 2048, test_L=test_L, **disentangled)
                 for L in train_L}
     elif name == "fig6":
         runs = {"fig6": TrainConfig(d=20, H=50, L=3, K=6, steps=400 if quick else 2048,
                                     batch_size=128 if quick else 256, eval_every=100,
-                                    eval_contexts=512 if quick else 2048, **base)}
+                                    eval_contexts=512 if quick else 2048, **disentangled)}
     else:
         common = dict(d=5, H=10, L=10, steps=400 if quick else 2000, batch_size=128 if quick else 256,
                       eval_every=100, eval_contexts=1024 if quick else 4096, **base)
-        runs = {"absolute": TrainConfig(model="absolute", K=24, **common),
+        runs = {"absolute": TrainConfig(model="absolute", K=24, output=output, **common),
                 "standard": TrainConfig(model="standard", K=8, lr=0.003, width=64, **common)}
     if steps is not None:
         runs = {k: replace(c, steps=steps) for k, c in runs.items()}
@@ -73,9 +75,9 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
 
 def train_preset_runs(name: str, *, tier: str = "full", steps: int | None = None, seed: int = 0,
                       device: str = "auto", out: str | Path | None = None, quiet: bool = True,
-                      resume: bool = False) -> dict[str, TrainRun]:
+                      resume: bool = False, output: str = "mixture") -> dict[str, TrainRun]:
     """Train every run of a preset (each in ``out/<label>`` when ``out`` is given) and return them."""
-    configs = preset_configs(name, tier=tier, steps=steps, seed=seed, device=device)
+    configs = preset_configs(name, tier=tier, steps=steps, seed=seed, device=device, output=output)
     single = len(configs) == 1
     return {label: train(config, out=None if out is None else (Path(out) if single else Path(out) / label),
                          quiet=quiet, resume=resume)
@@ -84,7 +86,7 @@ def train_preset_runs(name: str, *, tier: str = "full", steps: int | None = None
 
 def train_preset(name: str, *, steps: int | None = None, seed: int = 0, device: str = "auto",
                  out: str | Path | None = None, quiet: bool = False, resume: bool = False,
-                 tier: str = "full") -> dict:
+                 tier: str = "full", output: str = "mixture") -> dict:
     """What ``bma-verify train --preset NAME`` runs: train, write ``out/metrics.json``, figures, checkpoints.
 
     Returns
@@ -93,7 +95,7 @@ def train_preset(name: str, *, steps: int | None = None, seed: int = 0, device: 
     summary numbers).
     """
     runs = train_preset_runs(name, tier=tier, steps=steps, seed=seed, device=device, out=out, quiet=quiet,
-                             resume=resume)
+                             resume=resume, output=output)
     metrics = summarize_preset(name, runs)
     if out is not None:
         out = Path(out)
