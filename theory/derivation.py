@@ -181,9 +181,9 @@ def stochastic_matrix(name: str, d: int) -> sp.Matrix:
     return sp.Matrix(rows)
 
 
-def labelled(lhs_latex: str, expr: sp.Basic) -> str:
-    """``lhs = expr`` as LaTeX (for steps whose right side is a matrix, which ``sympy.Eq`` would evaluate)."""
-    return f"{lhs_latex} = {sp.latex(expr)}"
+def labelled(lhs_latex: str, expr: sp.Basic, relation: str = "=") -> str:
+    """``lhs = expr`` (or another relation) as LaTeX, for right sides ``sympy.Eq`` would evaluate (matrices)."""
+    return f"{lhs_latex} {relation} {sp.latex(expr)}"
 
 
 def free_symbols_sorted(expr: sp.Basic) -> list[sp.Symbol]:
