@@ -36,6 +36,17 @@ DEFAULT_ALPHA = "dobrushin"  # δ(π): the uniform α of the lemma's usual proof
 THM3_MAX_CONFIGURATIONS = 20_000
 
 
+#: Counterexamples found by this search, kept so that reports and tests re-check them. The first was found by
+#: ``bma-verify search lemma3 --seed 0 --budget 1500`` (alpha "dobrushin") and shrunk by Hypothesis: with a
+#: non-stationary μ₀ and h' an ancestor of pa(h) (x_1 → x_3 → x_4), I(x_4; x_1) / I(x_4; x_3) = 0.4848536 exceeds
+#: δ(π) = 0.484375 (confirmed at 50 digits with mpmath in tests/test_search.py). The Doeblin bound 0.96875 holds.
+KNOWN_COUNTEREXAMPLES = (
+    {"target": "lemma3", "kernel": [[0.5, 0.5], [0.015625, 0.984375]], "parents": [-1, 0, 0, 1, 3],
+     "init": [0.5, 0.5], "h": 4, "h_prime": 1, "alpha": "dobrushin",
+     "found_by": "bma-verify search lemma3 --seed 0 --budget 1500"},
+)
+
+
 class _Violation(AssertionError):
     """Raised inside the Hypothesis test when an example breaks the claim (Hypothesis then shrinks it)."""
 

@@ -199,3 +199,36 @@ def test_prop1_column_shift_is_invisible_and_row_shift_is_not():
         out = prop1_shift_effects(rng.normal(size=(d, d)), rng.normal(size=d), rng.normal(size=d), context)
         assert out["column_shift_change"] < 1e-12
         assert out["row_shift_change"] > 1e-6
+
+
+@pytest.mark.slow
+def test_every_registered_numeric_check_runs_and_a_planted_bug_fails_its_check(tmp_path, monkeypatch):
+    # the registry names the functions of reports.checks.numeric; each must run on the quick tier and return a
+    # JSON-serialisable outcome; a planted error in the Lemma 4 terms must turn that check into a fail
+    import json
+
+    import numerics.claims as claims_module
+    from reports.core import CheckContext, jsonable
+    from reports.registry import CLAIMS
+
+    names = [c.function for claim in CLAIMS for c in claim.checks if c.function.startswith("reports.checks.numeric:")]
+    assert len(names) == 9
+    ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path)
+    for claim in CLAIMS:
+        for check in claim.checks:
+            if check.function in names:
+                outcome = check.resolve()(ctx)
+                json.dumps(jsonable({"measured": outcome.measured, "instance": outcome.instance,
+                                     "threshold": outcome.threshold}))
+                assert outcome.verdict in ("pass", "inconclusive"), (check.function, outcome.summary)
+
+    original = claims_module._lemma4_terms
+
+    def wrong_kl_sign(*args):
+        terms = original(*args)
+        return dict(terms, rhs=terms["rhs"] - 2 * terms["kl"])  # planted bug: − E KL instead of + E KL
+
+    monkeypatch.setattr(claims_module, "_lemma4_terms", wrong_kl_sign)
+    from reports.checks.numeric import lemma4_loglik_gap_exact
+
+    assert lemma4_loglik_gap_exact(CheckContext(tier="quick", seed=1, figures_dir=tmp_path)).verdict == "fail"

@@ -75,3 +75,35 @@ def test_bad_search_arguments_are_rejected():
         run_search("lemma3", 0, 0)
     with pytest.raises(ValueError, match="alpha"):
         run_search("thm3", 10, 0, alpha=0.5)
+
+
+def test_known_dobrushin_counterexample_is_real_at_50_digits():
+    # the stored search counterexample re-checks as a violation, and an independent 50-digit enumeration
+    # over all 2^5 sequences (mpmath, no floats, no LCA formula) confirms ratio > δ(π) = 31/64
+    import itertools
+
+    import mpmath
+
+    from reports.search import KNOWN_COUNTEREXAMPLES
+
+    instance = KNOWN_COUNTEREXAMPLES[0]
+    assert not check_instance(instance)["holds"]
+    mpmath.mp.dps = 50
+    kernel = [[mpmath.mpf(1) / 2, mpmath.mpf(1) / 2], [mpmath.mpf(1) / 64, mpmath.mpf(63) / 64]]
+    init, parents = [mpmath.mpf(1) / 2] * 2, instance["parents"]
+
+    def information(i, j):
+        joint = [[mpmath.mpf(0)] * 2 for _ in range(2)]
+        for x in itertools.product(range(2), repeat=len(parents)):
+            p = init[x[0]]
+            for k in range(1, len(parents)):
+                p *= kernel[x[parents[k]]][x[k]]
+            joint[x[i]][x[j]] += p
+        rows = [sum(r) for r in joint]
+        cols = [joint[0][b] + joint[1][b] for b in range(2)]
+        return sum(joint[a][b] * mpmath.log(joint[a][b] / (rows[a] * cols[b])) for a in range(2) for b in range(2))
+
+    h, hp = instance["h"], instance["h_prime"]
+    ratio = information(hp, h) / information(parents[h], h)
+    dobrushin = mpmath.mpf(1) / 2 - mpmath.mpf(1) / 64  # max TV between the two rows
+    assert ratio - dobrushin > mpmath.mpf("4e-4")
