@@ -433,7 +433,8 @@ def lemma3_check_pair(kernel, parents, h: int, h_prime: int, init=None) -> dict:
     return {"h": h, "h_prime": h_prime, "ratio": float(pairs["ratio"][p]),
             "mi_candidate": float(pairs["mi_candidate"][p]), "mi_parent": float(pairs["mi_parent"][p]),
             "relation": _relation(pairs, p),
-            "alphas": {"sdpi": float(sdpi_coefficients(pairs, [p])[0]), "dobrushin_channel": float(pairs["dobrushin_channel"][p]),
+            "alphas": {"sdpi": float(sdpi_coefficients(pairs, [p])[0]),
+                       "dobrushin_channel": float(pairs["dobrushin_channel"][p]),
                        "dobrushin": pairs["dobrushin"], "doeblin": pairs["doeblin"],
                        "eta_chi2": float(pairs["eta_chi2"][p])}}
 
@@ -452,6 +453,8 @@ def thm3_check_position(kernel, parents, h: int, init=None) -> dict:
     from numerics.information import pairwise_joint
 
     parents = check_parents(parents)
+    if not 2 <= h < parents.shape[-1]:
+        raise ValueError(f"h must be a position in 2..{parents.shape[-1] - 1} (at least two candidates); got {h}")
     exact = init_gradient(kernel, parents, h, init)  # (h,)
     gain = chi2_gain(kernel, parents, h, init)  # (h,)
     parent = int(parents[h])
@@ -569,7 +572,8 @@ def thm2_counts_chunk(seed, kernel, parents, Ls, block_start: int, block_stop: i
         for block in range(block_start, block_stop):
             rng = _item_rng(seed, _THM2_TAG, i, block)
             x = sample_chains(kernel, parents, THM2_BLOCK * L, rng=rng, init=init).reshape(THM2_BLOCK, L, H)
-            scores = log_kernel[x[:, :, None, :], x[:, :, :, None]].sum(1)  # (B, H, H): [b, h, h'] = Σ_l log π(x_h|x_h')
+            # scores[b, h, h'] = Σ_l log π(x^l_h | x^l_h')
+            scores = log_kernel[x[:, :, None, :], x[:, :, :, None]].sum(1)  # (B, H, H)
             parent_score = scores[:, np.arange(1, H), parents[1:]]  # (B, H-1)
             lose = scores[:, h_idx, hp_idx] >= scores[:, h_idx, parents[h_idx]]  # (B, P)
             pair_errors[i] += lose.sum(0)

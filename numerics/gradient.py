@@ -92,7 +92,9 @@ def init_gradient(kernel, parents, h: int, init=None, method: str = "exact", n: 
         for start in range(0, tokens.shape[0], _BLOCK):
             block = tokens[start:start + _BLOCK].astype(np.int64)  # (b, h+1)
             weights = np.exp(sequence_log_likelihood(kernel, prefix, block, init))  # (b,)
-            total += weights @ init_gradient_samples(kernel, block)  # (h,)
+            # impossible configurations (kernel or init zeros) may have π̄(x_h) = 0: they carry no weight
+            possible = weights > 0
+            total += weights[possible] @ init_gradient_samples(kernel, block[possible])  # (h,)
         return total
     if method == "monte-carlo":
         n = check_positive_int(n, "n", 2)

@@ -23,7 +23,9 @@ import json
 import math
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hypothesis_seed, settings, target as hypothesis_target
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import target as hypothesis_target
 from hypothesis import strategies as st
 
 from numerics import strategies as bst
@@ -56,7 +58,8 @@ def _check_alpha(alpha):
         return DEFAULT_ALPHA
     if isinstance(alpha, str):
         if alpha not in LEMMA3_CANDIDATES:
-            raise ValueError(f"alpha must be one of {', '.join(LEMMA3_CANDIDATES)} or a number in [0, 1); got {alpha!r}")
+            raise ValueError(f"alpha must be one of {', '.join(LEMMA3_CANDIDATES)} or a number in [0, 1]; "
+                             f"got {alpha!r}")
         return alpha
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= float(alpha) < 1 + 1e-12:
         raise ValueError(f"alpha must be a candidate name or a number in [0, 1]; got {alpha!r}")
@@ -204,8 +207,8 @@ def check_instance(instance: dict) -> dict:
     Returns
     -------
     dict: ``target``, ``holds`` (bool: the claim holds on this instance), ``verdict`` ("pass" or "fail"),
-    ``summary`` (one line), and the recomputed numbers. Lemma 3: ``ratio``, ``alpha``, ``alpha_value``, every candidate in ``alphas``,
-    ``relation``. Theorem 3: ``tie``, ``margin_exact``, ``margin_approximate``, ``exact``, ``approximate``.
+    ``summary`` (one line), and the recomputed numbers. Lemma 3: ``ratio``, ``alpha``, ``alpha_value``, every
+    candidate in ``alphas``, ``relation``. Theorem 3: ``tie``, ``margin_exact``, ``margin_approximate``, ``exact``, ``approximate``.
     """
     if not isinstance(instance, dict):
         raise ValueError(f"instance must be a JSON object (dict); got {type(instance).__name__}")

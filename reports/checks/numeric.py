@@ -91,7 +91,8 @@ def bma_score_identity(ctx: CheckContext) -> CheckOutcome:
         d, H, L = int(rng.integers(2, 5)), int(rng.integers(2, max_H + 1)), int(rng.integers(0, 7))
         kernel = nm.random_kernel(d, eps=float(rng.uniform(0, 0.5 / d)), rng=rng)
         context = nm.sample_chains(kernel, nm.random_parents(H, rng=rng), L, rng=rng)
-        error = float(np.abs(brute_force_parent_posterior(kernel, context) - nm.parent_posterior(kernel, context)).max())
+        enumerated = brute_force_parent_posterior(kernel, context)
+        error = float(np.abs(enumerated - nm.parent_posterior(kernel, context)).max())
         rows.append([d, H, L, error])
         if error >= worst:
             worst, worst_case = error, {"kernel": kernel.tolist(), "context": context.tolist()}
@@ -282,7 +283,8 @@ def lemma4_loglik_gap_exact(ctx: CheckContext) -> CheckOutcome:
     failed = error > 1e-10 or nonpositive > 0
     instance = None
     if failed:
-        instance = (result.worst["lemma4/identity_error"] if error > 1e-10 else result.worst["lemma4/negative_gap"]).instance
+        key = "lemma4/identity_error" if error > 1e-10 else "lemma4/negative_gap"
+        instance = result.worst[key].instance
     return CheckOutcome(
         verdict="fail" if failed else "pass",
         measured={"pairs": result.counts["pairs"], "max_identity_error": error, "min_gap": min_gap,
@@ -352,7 +354,8 @@ def thm2_consistency(ctx: CheckContext) -> CheckOutcome:
     return CheckOutcome(
         verdict=verdict,
         measured={"L": Ls, "contexts_per_L": out["contexts"], "argmax_error": worst_argmax.tolist(),
-                  "max_pair_error": out["pair_rate"].max(axis=1).tolist(), "min_bound": out["bound"].min(axis=1).tolist(),
+                  "max_pair_error": out["pair_rate"].max(axis=1).tolist(),
+                  "min_bound": out["bound"].min(axis=1).tolist(),
                   "min_gap": float(out["gap"].min()), "eps": out["eps"], "kernel": kernel.tolist(),
                   "parents": parents.tolist()},
         threshold="Wilson 95% interval of each pair's error rate below exp(−LΔ²/(2 log²(1/ε)))",
