@@ -44,8 +44,8 @@ def _dit_rate(n_pairs: int) -> float:
 
 
 def main() -> None:
-    import numerics as nm
     from numerics.gradient import init_gradient
+    from numerics.task import random_kernel, random_parents
 
     rate, pairs, seconds = _lemma3_rate(400, compute_sdpi=False)
     print(f"lemma3 sweep (vectorised candidates): {rate:,.0f} checks/s ({pairs} pairs in {seconds:.2f} s); "
@@ -57,8 +57,8 @@ def main() -> None:
     print(f"dit, same two mutual informations per pair: {dit_rate:,.0f} pairs/s; sweep / dit = {rate / dit_rate:,.0f}x "
           f"(target >= 100x: {'met' if rate / dit_rate >= 100 else 'NOT met'})")
     rng = np.random.default_rng(0)
-    kernel = nm.random_kernel(3, rng=rng)
-    parents = nm.random_parents(9, rng=rng)
+    kernel = random_kernel(3, rng=rng)
+    parents = random_parents(9, rng=rng)
     init_gradient(kernel, parents, 8)  # warm-up (imports, allocation)
     start = time.perf_counter()
     repeats = 5

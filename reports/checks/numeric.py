@@ -8,7 +8,10 @@ from functools import partial
 
 import numpy as np
 
-import numerics as nm
+# explicit submodule imports: they work even where `numerics` resolves as a namespace package (a stale
+# editable install), unlike attribute access on the package
+from numerics.bma import parent_posterior
+from numerics.task import random_kernel, random_parents, sample_chains
 from numerics.claims import (INIT_KINDS, LEMMA3_RANGES, THM3_RANGES, HISTOGRAM_EDGES, lemma3_monte_carlo, lemma3_pairs,
                              lemma3_sweep_chunk, lemma4_monte_carlo, merge_sweeps, prop1_shift_effects,
                              thm2_error_rates, thm3_monte_carlo, thm3_sweep_chunk)
@@ -89,10 +92,10 @@ def bma_score_identity(ctx: CheckContext) -> CheckOutcome:
     max_H = 6 if ctx.tier == "quick" else 7
     for _ in range(_size(ctx, "posterior_contexts")):
         d, H, L = int(rng.integers(2, 5)), int(rng.integers(2, max_H + 1)), int(rng.integers(0, 7))
-        kernel = nm.random_kernel(d, eps=float(rng.uniform(0, 0.5 / d)), rng=rng)
-        context = nm.sample_chains(kernel, nm.random_parents(H, rng=rng), L, rng=rng)
+        kernel = random_kernel(d, eps=float(rng.uniform(0, 0.5 / d)), rng=rng)
+        context = sample_chains(kernel, random_parents(H, rng=rng), L, rng=rng)
         enumerated = brute_force_parent_posterior(kernel, context)
-        error = float(np.abs(enumerated - nm.parent_posterior(kernel, context)).max())
+        error = float(np.abs(enumerated - parent_posterior(kernel, context)).max())
         rows.append([d, H, L, error])
         if error >= worst:
             worst, worst_case = error, {"kernel": kernel.tolist(), "context": context.tolist()}
@@ -238,8 +241,8 @@ def lemma3_strict_dpi_monte_carlo(ctx: CheckContext) -> CheckOutcome:
         # informative kernels (peaked rows, small ε) and, per tree, the pair with the largest exact ratio:
         # the closest call, where a Monte Carlo verdict is hardest
         d = int(rng.integers(2, 5))
-        kernel = nm.random_kernel(d, alpha=0.5, eps=float(rng.uniform(0.02, 0.1) / d), rng=rng)
-        parents = nm.random_parents(int(rng.integers(3, 8)), rng=rng)
+        kernel = random_kernel(d, alpha=0.5, eps=float(rng.uniform(0.02, 0.1) / d), rng=rng)
+        parents = random_parents(int(rng.integers(3, 8)), rng=rng)
         init = None if i % 2 == 0 else rng.dirichlet(np.ones(d))
         pairs = lemma3_pairs(kernel, parents, init)
         closest = int(np.nanargmax(pairs["ratio"]))
@@ -303,8 +306,8 @@ def lemma4_loglik_gap_monte_carlo(ctx: CheckContext) -> CheckOutcome:
     rows, verdicts, z_scores = [], [], []
     for i in range(_size(ctx, "mc_instances")):
         d = int(rng.integers(2, 5))
-        kernel = nm.random_kernel(d, eps=float(rng.uniform(0.05, 0.5) / d), rng=rng)
-        parents = nm.random_parents(int(rng.integers(3, 8)), rng=rng)
+        kernel = random_kernel(d, eps=float(rng.uniform(0.05, 0.5) / d), rng=rng)
+        parents = random_parents(int(rng.integers(3, 8)), rng=rng)
         init = None if i % 2 == 0 else rng.dirichlet(np.ones(d))
         h = int(parents.shape[0] - 1)
         h_prime = 0 if parents[h] != 0 else 1
@@ -331,7 +334,7 @@ def lemma4_loglik_gap_monte_carlo(ctx: CheckContext) -> CheckOutcome:
 def thm2_consistency(ctx: CheckContext) -> CheckOutcome:
     """Empirical P(score(pa) ≤ score(h')) and argmax error against L, beside the Hoeffding bound."""
     rng = ctx.rng("thm2-consistency/numeric")
-    kernel = nm.random_kernel(3, alpha=0.5, eps=0.05, rng=rng)
+    kernel = random_kernel(3, alpha=0.5, eps=0.05, rng=rng)
     parents = np.array([-1, 0, 1, 1, 2, 0])
     Ls = [1, 2, 4, 8, 16, 32, 64]
     out = thm2_error_rates(ctx.seed_for("thm2-consistency"), kernel, parents, Ls, _size(ctx, "thm2_blocks"))
@@ -390,7 +393,7 @@ def thm3_init_gradient_exact(ctx: CheckContext) -> CheckOutcome:
                     else result.worst["chi2_identity_error"].instance)
     # one example for the figure: exact and approximate gradients at h = 6 under a non-stationary μ₀
     rng = ctx.rng("thm3-init-gradient/figure")
-    kernel = nm.random_kernel(3, eps=0.05, rng=rng)
+    kernel = random_kernel(3, eps=0.05, rng=rng)
     parents = np.array([-1, 0, 1, 1, 0, 2, 4])
     init = rng.dirichlet(np.ones(3))
     exact = init_gradient(kernel, parents, 6, init)
@@ -429,8 +432,8 @@ def thm3_init_gradient_monte_carlo(ctx: CheckContext) -> CheckOutcome:
     """Beyond enumeration (d = 5, h = 11): paired Monte Carlo margins g_pa − g_h' with intervals, both μ₀."""
     rng = ctx.rng("thm3-init-gradient/monte-carlo")
     n = _size(ctx, "thm3_mc_samples")
-    kernel = nm.random_kernel(5, eps=0.02, rng=rng)
-    parents = nm.random_parents(12, rng=rng)
+    kernel = random_kernel(5, eps=0.02, rng=rng)
+    parents = random_parents(12, rng=rng)
     rows, verdicts = [], []
     measured = {"samples": n, "kernel": kernel.tolist(), "parents": parents.tolist()}
     for kind in INIT_KINDS:
