@@ -144,11 +144,15 @@ def _contraction_ratio(theta, p, K):
     numerator = (out * _relative_divergence_terms(t_out)).sum(-1)  # (N, S)
     safe = denominator > 1e-14  # below this the rounding of t (~1e-16) would dominate the ratio
     ratio = np.where(safe, numerator / np.where(safe, denominator, 1.0), 0.0)
-    d_den = np.log1p(np.where(p > 0, t, 0.0))  # (N, S, m)
-    d_num = (K * np.log1p(t_out)[..., None, :]).sum(-1)  # (N, S, m)
-    d_ratio = (d_num - ratio[..., None] * d_den) / np.where(safe, denominator, 1.0)[..., None]
-    gradient = q * (d_ratio - (q * d_ratio).sum(-1, keepdims=True))  # (N, S, m)
-    return ratio, np.where(safe[..., None], gradient, 0.0)
+    # the gradient only steers the search (the value above is exact); at Q or QK with a zero entry the
+    # logarithms are −∞, so non-finite components are zeroed instead of propagated
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        d_den = np.log1p(np.where(p > 0, t, 0.0))  # (N, S, m)
+        d_num = (K * np.log1p(t_out)[..., None, :]).sum(-1)  # (N, S, m)
+        d_ratio = (d_num - ratio[..., None] * d_den) / np.where(safe, denominator, 1.0)[..., None]
+        gradient = q * (d_ratio - (q * d_ratio).sum(-1, keepdims=True))  # (N, S, m)
+    gradient = np.where(safe[..., None] & np.isfinite(gradient), gradient, 0.0)
+    return ratio, gradient
 
 
 def kl_contraction_batch(input_laws, channels, seeds=None, *, steps: int = 300) -> np.ndarray:
