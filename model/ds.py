@@ -219,6 +219,7 @@ class TrainConfig:
     lr: float = 0.02
     ffn_lr: float = 0.003
     seed: int = 0
+    threads: int | None = 1  # torch intra-op threads while training (restored after); None keeps the current
 
 
 def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: TrainConfig, *, device="cpu", quiet: bool = True,
@@ -229,8 +230,6 @@ def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: TrainConfig, *, de
     Returns the models and one history each: ``loss`` (training loss every step), ``steps``, ``seconds``,
     ``converged`` (mean loss over the last 10 % of steps within 1 % of the 10 % before).
     """
-    from tqdm import tqdm
-
     A = check_orthogonal(A)
     rho = check_rho(rho)
     if not cfgs or any((c.d, c.H, c.L) != (cfgs[0].d, cfgs[0].H, cfgs[0].L) for c in cfgs):
@@ -255,9 +254,30 @@ def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: TrainConfig, *, de
     scheds = [torch.optim.lr_scheduler.LambdaLR(
         o, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, train.steps) / train.steps))) for o in opts]
     losses = [[] for _ in models]
+    previous_threads = torch.get_num_threads()
+    if train.threads is not None:
+        # These models have a few thousand weights: extra threads only add wake-up latency on a shared CPU.
+        torch.set_num_threads(train.threads)
+    try:
+        seconds = _train_loop(models, opts, scheds, losses, A, rho, cfgs[0], train, rng, device, quiet)
+    finally:
+        torch.set_num_threads(previous_threads)
+    w = max(1, train.steps // 10)
+    histories = []
+    for record in losses:
+        last, before = float(np.mean(record[-w:])), float(np.mean(record[-2 * w:-w] or record[-w:]))
+        histories.append({"loss": record, "steps": train.steps, "seconds": seconds,
+                          "converged": bool(abs(before - last) <= 0.01 * abs(before))})
+    return models, histories
+
+
+def _train_loop(models, opts, scheds, losses, A, rho, cfg, train, rng, device, quiet) -> float:
+    """The shared-batch training loop of :func:`train_ds_models`; returns the seconds it took."""
+    from tqdm import tqdm
+
     t0 = time.perf_counter()
     for _ in tqdm(range(train.steps), disable=quiet, desc="train ds models"):
-        x = torch.as_tensor(training_batch(A, rho, cfgs[0], train.batch_size, rng), dtype=torch.float32,
+        x = torch.as_tensor(training_batch(A, rho, cfg, train.batch_size, rng), dtype=torch.float32,
                             device=device)  # (B, L+1, H, d)
         for model, opt, sched, record in zip(models, opts, scheds, losses):
             mean, _ = model(x)  # (B, H, d)
@@ -267,14 +287,7 @@ def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: TrainConfig, *, de
             opt.step()
             sched.step()
             record.append(float(loss.detach()))
-    seconds = time.perf_counter() - t0
-    w = max(1, train.steps // 10)
-    histories = []
-    for record in losses:
-        last, before = float(np.mean(record[-w:])), float(np.mean(record[-2 * w:-w] or record[-w:]))
-        histories.append({"loss": record, "steps": train.steps, "seconds": seconds,
-                          "converged": bool(abs(before - last) <= 0.01 * abs(before))})
-    return models, histories
+    return time.perf_counter() - t0
 
 
 @torch.no_grad()
