@@ -273,8 +273,8 @@ class SweepResult:
         edges = HISTOGRAM_EDGES if edges is None else edges
         bins = edges.size - 1
         # equal-width bins: the index by arithmetic (np.histogram's generality costs more than the sweep itself)
-        index = np.clip(((np.asarray(values) - edges[0]) / (edges[-1] - edges[0]) * bins).astype(np.int64), 0,
-                        bins - 1)
+        position = (np.asarray(values, dtype=np.float64) - edges[0]) / (edges[-1] - edges[0]) * bins
+        index = np.clip(position, 0, bins - 1).astype(np.int64)  # clip before the cast: ratios/α reach 1e290
         counts = np.bincount(index, minlength=bins)
         self.histograms[key] = self.histograms.get(key, np.zeros(bins, dtype=np.int64)) + counts
 

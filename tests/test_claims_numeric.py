@@ -232,3 +232,14 @@ def test_every_registered_numeric_check_runs_and_a_planted_bug_fails_its_check(t
     from reports.checks.numeric import lemma4_loglik_gap_exact
 
     assert lemma4_loglik_gap_exact(CheckContext(tier="quick", seed=1, figures_dir=tmp_path)).verdict == "fail"
+
+
+def test_histogram_puts_huge_ratios_in_the_last_bin_without_warnings():
+    # near-zero-information kernels give ratio/α up to ~1e290 (α ~ 1e-300); the bin index must not overflow
+    from numerics.claims import HISTOGRAM_EDGES, SweepResult
+
+    result = SweepResult("lemma3")
+    result.histogram("ratio", np.array([0.0, 0.5, 1.19, 1e290, -3.0]))
+    counts = result.histograms["ratio"]
+    assert counts.sum() == 5 and counts[-1] == 2 and counts[0] == 2
+    assert counts[int(0.5 / (HISTOGRAM_EDGES[1] - HISTOGRAM_EDGES[0]))] == 1

@@ -40,7 +40,9 @@ def test_thm3_search_runs_and_its_closest_call_rechecks():
     assert result["examples"] >= 1
     if not result["found"]:
         recheck = check_instance(result["closest"]["instance"])
-        assert recheck["holds"] and recheck["margin_exact"] == pytest.approx(-result["closest"]["score"], abs=1e-12)
+        assert recheck["holds"]
+        assert recheck["margin_exact"] == pytest.approx(result["closest"]["instance"]["margin"], abs=1e-15)
+        assert recheck["margin_exact"] / np.abs(recheck["exact"]).max() == pytest.approx(-result["closest"]["score"])
 
 
 def test_check_instance_on_a_known_instance():
