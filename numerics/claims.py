@@ -23,7 +23,10 @@ descends to h' by π^{depth(h') − depth(c)}. When h' is not an ancestor of pa(
 one forward step of π, so η_KL(P, T) ≤ δ(π) ≤ 1 − d·min π and the Dobrushin and Doeblin candidates are
 theorems too. When h' is an ancestor of pa(h) (c = h') T is purely a reversed chain, whose Dobrushin
 coefficient is not controlled by δ(π); for those pairs the Dobrushin and Doeblin candidates are conjectures,
-and the sweep counts them separately (relation "ancestor").
+and the sweep counts them separately (relation "ancestor"). The δ(π) conjecture is false: the counterexample
+search found π = [[1/2, 1/2], [1/64, 63/64]], μ₀ uniform (not stationary), x_1 → x_3 → x_4 with
+I(x_4; x_1)/I(x_4; x_3) = 0.48485 > δ(π) = 0.48438 (``reports.search.KNOWN_COUNTEREXAMPLES``). No
+counterexample to the Doeblin candidate 1 − d·min π has been found.
 """
 from __future__ import annotations
 
