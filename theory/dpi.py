@@ -85,8 +85,9 @@ def derive_lemma3_strict_dpi(d_general: int = 3) -> Derivation:
     shift_min = sp.simplify((sp.Min(EPS + r_, EPS + s_) - EPS - sp.Min(r_, s_)).rewrite(sp.Piecewise))
     steps.append(("min(ε + r, ε + s) − ε − min(r, s), simplified over both cases", shift_min))
     slack = [sp.Add(*[sp.Min(r[y, z], r[yp, z]) for z in range(d)]) for y, yp in itertools.combinations(range(d), 2)]
-    slack_residual = sp.Matrix([sp.simplify((1 - d * EPS - tv - sl).rewrite(sp.Piecewise))
-                                for tv, sl in zip(tv_min_form, slack)])
+    # Apply that lemma (every Min here has arguments ε + r) and the rest is linear: expand to 0.
+    pulled = [tv.replace(sp.Min, lambda *args: EPS + sp.Min(*[arg - EPS for arg in args])) for tv in tv_min_form]
+    slack_residual = sp.Matrix([sp.expand(1 - d * EPS - tv - sl) for tv, sl in zip(pulled, slack)])
     steps.append((f"(1 − {d}ε) − TV(K(·|y), K(·|y')) − Σ_z min(r_yz, r_y'z), each row pair", slack_residual))
     steps.append(("Slack of the Doeblin bound δ(K) ≤ 1 − dε (first row pair; a sum of minima of r ≥ 0)",
                   sp.GreaterThan(slack[0], 0, evaluate=False)))

@@ -1,0 +1,235 @@
+"""Tests of ``theory``: every derivation's identities hold, every verifier passes against ``numerics``, and every
+verifier REJECTS a deliberately perturbed expression (so none is vacuous).
+
+The independent side of each comparison is named in the verifier's docstring (``numerics``, SciPy, complex-step
+derivatives, direct enumeration); here each test says what the perturbation breaks.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from theory import (derive_bma_score_identity, derive_lemma3_strict_dpi, derive_lemma4_loglik_gap,
+                    derive_prop1_invariance, derive_prop2_ds_quadratic, derive_thm1_construction,
+                    derive_thm2_consistency, derive_thm3_init_gradient, verify_bma_score_identity,
+                    verify_lemma3_strict_dpi, verify_lemma4_loglik_gap, verify_prop1_invariance,
+                    verify_prop2_ds_quadratic, verify_thm1_construction, verify_thm2_consistency,
+                    verify_thm3_init_gradient)
+from theory.bma import PI
+from theory.construction import BETA, H_SYM, L_SYM
+from theory.consistency import EPS, GAP
+from theory.derivation import Derivation, ErrorTracker, is_exactly_zero
+from theory.dpi import P_BSC
+from theory.ds import RHO
+
+DERIVATIONS = {
+    "bma-score-identity": derive_bma_score_identity,
+    "prop1-invariance": derive_prop1_invariance,
+    "thm1-construction": derive_thm1_construction,
+    "lemma3-strict-dpi": derive_lemma3_strict_dpi,
+    "lemma4-loglik-gap": derive_lemma4_loglik_gap,
+    "thm2-consistency": derive_thm2_consistency,
+    "thm3-init-gradient": derive_thm3_init_gradient,
+    "prop2-ds-quadratic": derive_prop2_ds_quadratic,
+}
+VERIFIERS = {
+    "bma-score-identity": verify_bma_score_identity,
+    "prop1-invariance": verify_prop1_invariance,
+    "thm1-construction": verify_thm1_construction,
+    "lemma3-strict-dpi": verify_lemma3_strict_dpi,
+    "lemma4-loglik-gap": verify_lemma4_loglik_gap,
+    "thm2-consistency": verify_thm2_consistency,
+    "thm3-init-gradient": verify_thm3_init_gradient,
+    "prop2-ds-quadratic": verify_prop2_ds_quadratic,
+}
+
+
+def rng(seed: int = 12345) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+@pytest.mark.parametrize("claim", sorted(DERIVATIONS))
+def test_derivation_identities_hold_and_render(claim):
+    derivation = DERIVATIONS[claim]()
+    assert derivation.claim == claim
+    assert derivation.residuals, "a derivation must state at least one identity"
+    failed = [name for name, ok in derivation.status().items() if not ok]
+    assert not failed, f"{claim}: {failed}"
+    steps = derivation.latex_steps()
+    assert steps
+    for caption, latex in steps:
+        assert caption and isinstance(latex, str) and latex
+        # A relation that SymPy evaluated (e.g. Eq(symbol, matrix)) would render as a bare truth value.
+        assert latex not in (r"\text{True}", r"\text{False}"), (claim, caption)
+
+
+#: Verifier sizes for the tests (the DS derivation at d = 3 takes ~8 s; it has its own slow test).
+TEST_KWARGS = {"prop2-ds-quadratic": {"d_values": (2,)}}
+
+
+@pytest.mark.parametrize("claim", sorted(VERIFIERS))
+def test_verifier_agrees_with_independent_numerics(claim):
+    verification = VERIFIERS[claim](rng(), n_points=6, **TEST_KWARGS.get(claim, {}))
+    assert verification.passed, verification
+    assert verification.errors, "a verifier must compare at least one quantity"
+    assert verification.max_abs_error <= verification.tolerance
+
+
+@pytest.mark.slow
+def test_ds_derivation_and_verifier_at_d3():
+    # Cayley-transform A in 3 dimensions: the same split and Hessian, verified against numerics.ds and SciPy.
+    assert derive_prop2_ds_quadratic(3).identities_hold
+    assert verify_prop2_ds_quadratic(rng(), n_points=4, d_values=(3,)).passed
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Planted bugs: each perturbed expression must be rejected by its verifier.
+
+def _rejected(claim, overrides, **kwargs):
+    verification = VERIFIERS[claim](rng(), n_points=6, overrides=overrides, **kwargs)
+    assert not verification.passed, f"{claim}: perturbed {sorted(overrides)} was accepted: {verification}"
+    return verification
+
+
+def test_bma_verifier_rejects_transposed_kernel_in_posterior():
+    # π(parent | child) instead of π(child | parent): a posterior that is still a softmax, but of the wrong score.
+    derivation = derive_bma_score_identity()
+    swapped = derivation.results["posterior"].replace(PI, lambda a, b: PI(b, a))
+    verification = _rejected("bma-score-identity", {"posterior": swapped})
+    assert verification.errors["posterior"] > 1e-3 and verification.errors["posterior_bayes"] < 1e-12
+
+
+def test_bma_verifier_rejects_transposed_bilinear_form():
+    # vᵀ W u instead of uᵀ W v: the key and query copies swapped in the second-layer score.
+    derivation = derive_bma_score_identity()
+    expr = derivation.results["bilinear_d2"]
+    us = sorted((s for s in expr.free_symbols if s.name.startswith("u_")), key=str)
+    vs = sorted((s for s in expr.free_symbols if s.name.startswith("v_")), key=str)
+    swapped = expr.subs({**dict(zip(us, vs)), **dict(zip(vs, us))}, simultaneous=True)
+    assert us and swapped != expr
+    verification = _rejected("bma-score-identity", {"bilinear_d2": swapped}, d_values=(2,))
+    assert verification.errors["bilinear_score_d2"] > 1e-3
+
+
+def test_prop1_verifier_rejects_row_shift_posing_as_column_shift():
+    derivation = derive_prop1_invariance()
+    verification = _rejected("prop1-invariance",
+                             {"attention_column_shift": derivation.results["attention_row_shift"]})
+    assert verification.errors["column_shift_equals_unshifted"] > 1e-3
+
+
+def test_prop1_verifier_rejects_a_zero_row_shift_instance():
+    derivation = derive_prop1_invariance()
+    zero = sp.zeros(*derivation.results["row_shift_instance"].shape)
+    verification = _rejected("prop1-invariance", {"row_shift_instance": zero})
+    assert verification.slacks["row_shift_instance_nonzero"] < 0
+
+
+def test_thm1_verifier_rejects_wrong_copier_weight():
+    derivation = derive_thm1_construction()
+    normaliser = derivation.results["normaliser"]
+    _rejected("thm1-construction", {"weight_copied": sp.exp(BETA) / normaliser})
+
+
+def test_thm1_verifier_rejects_leading_error_off_by_two():
+    # L + H instead of L + H − 2: the number of logit-β keys miscounted.
+    verification = _rejected("thm1-construction", {"leading_error_coefficient": L_SYM + H_SYM})
+    assert verification.slacks["leading_error_remainder"] < 0
+
+
+def test_lemma3_verifier_rejects_dobrushin_without_the_half():
+    derivation = derive_lemma3_strict_dpi()
+    verification = _rejected("lemma3-strict-dpi", {"alpha_dobrushin": 2 * derivation.results["alpha_dobrushin"]})
+    assert verification.errors["alpha_dobrushin"] > 1e-3
+
+
+def test_lemma3_verifier_rejects_bsc_contraction_equal_to_dobrushin():
+    # η_χ² = |1 − 2p| (the Dobrushin coefficient) instead of (1 − 2p)².
+    verification = _rejected("lemma3-strict-dpi", {"bsc_chi2_contraction": sp.Abs(1 - 2 * P_BSC)})
+    assert verification.errors["bsc_chi2_contraction"] > 1e-3
+
+
+def test_lemma4_verifier_rejects_decomposition_without_kl_term():
+    derivation = derive_lemma4_loglik_gap(2)
+    results = derivation.results
+    verification = _rejected("lemma4-loglik-gap",
+                             {"decomposition": results["mi_parent"] - results["mi_candidate"]}, d_values=(2,))
+    assert verification.errors["decomposition"] > 1e-6
+
+
+def test_thm2_verifier_rejects_bound_with_wrong_constant():
+    # exp(−LΔ²/(4 log²(1/ε))): the range width squared miscounted.
+    wrong = sp.exp(-L_SYM * GAP**2 / (4 * sp.log(EPS) ** 2))
+    verification = _rejected("thm2-consistency", {"bound": wrong})
+    assert verification.errors["bound_vs_numeric_chernoff"] > 1e-3
+
+
+def test_thm3_verifier_rejects_gradient_without_the_minus_one():
+    derivation = derive_thm3_init_gradient()
+    grad = derivation.results["mixture_gradient_h3"]
+    r = sp.symbols("r_0:3", positive=True)
+    wrong = grad + sp.Matrix(1, 3, [sp.Rational(1, 3)] * 3)  # (1/h) r_j / r̄ without the − 1
+    assert all(s in r for s in wrong.free_symbols)
+    verification = _rejected("thm3-init-gradient", {"mixture_gradient_h3": wrong})
+    assert verification.errors["mixture_gradient_h3"] > 1e-3
+
+
+def test_thm3_verifier_rejects_shannon_mi_in_place_of_chi2_mi():
+    # Replacing J(pa) by a different dependence measure (here I_χ² + 1/20) must be caught by the χ²-MI comparison.
+    derivation = derive_thm3_init_gradient()
+    verification = _rejected("thm3-init-gradient",
+                             {"J_parent_d2": derivation.results["J_parent_d2"] + sp.Rational(1, 20)})
+    assert verification.errors["J_parent_vs_chi2_mi"] > 1e-3
+
+
+def test_thm3_verifier_rejects_wrong_logit_gradient():
+    derivation = derive_thm3_init_gradient()
+    verification = _rejected("thm3-init-gradient", {"logit_gradient": 2 * derivation.results["logit_gradient"]})
+    assert verification.errors["logit_gradient"] > 1e-6
+
+
+def test_ds_verifier_rejects_quadratic_term_linear_in_rho():
+    derivation = derive_prop2_ds_quadratic(2)
+    wrong = derivation.results["key_quadratic"] / RHO  # ρ instead of ρ²
+    verification = _rejected("prop2-ds-quadratic", {"key_quadratic": wrong}, d_values=(2,))
+    assert verification.errors["key_quadratic_vs_numerics"] > 1e-3
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The derivation machinery itself
+
+def test_identities_fail_when_a_residual_is_not_zero():
+    x = sp.Symbol("x")
+    assert Derivation("c", (), {}, residuals={"r": sp.Integer(0)}).identities_hold
+    assert not Derivation("c", (), {}, residuals={"r": x - x**1 + 1}).identities_hold
+    assert not Derivation("c", (), {}, residuals={"r": sp.Matrix([0, x])}).identities_hold
+    assert not Derivation("c", (), {}, witnesses={"w": sp.zeros(2, 2)}).identities_hold
+    assert not Derivation("c", (), {}, nonnegatives={"s": x}).identities_hold  # sign of x unknown
+    assert Derivation("c", (), {}, nonnegatives={"s": sp.Symbol("y", nonnegative=True)}).identities_hold
+    assert is_exactly_zero(sp.zeros(3, 1))
+
+
+def test_tracker_counts_nan_as_failure():
+    tracker = ErrorTracker()
+    tracker.compare("q", np.nan, 0.0)
+    assert not tracker.result("c", 1).passed
+
+
+def test_bad_input_raises_value_error_naming_the_argument():
+    with pytest.raises(ValueError, match="H"):
+        derive_bma_score_identity(H=1)
+    with pytest.raises(ValueError, match="d"):
+        derive_lemma4_loglik_gap(1)
+    with pytest.raises(ValueError, match="overrides"):
+        verify_thm2_consistency(rng(), overrides={"no_such_result": sp.Integer(1)})
+    with pytest.raises(ValueError, match="n_points"):
+        verify_thm2_consistency(rng(), n_points=0)
+    with pytest.raises(ValueError, match="rng"):
+        verify_thm2_consistency(12345)
+
+
+def test_verifiers_are_deterministic_for_a_seed():
+    a = verify_lemma4_loglik_gap(rng(7), n_points=4)
+    b = verify_lemma4_loglik_gap(rng(7), n_points=4)
+    assert a == b
