@@ -112,6 +112,15 @@ def test_bma_verifier_rejects_transposed_bilinear_form():
     assert verification.errors["bilinear_score_d2"] > 1e-3
 
 
+def test_bma_verifier_rejects_symbolic_kernel_posterior_without_normalisation():
+    # Unnormalised Bayes numerator (the evidence forgotten): the symbolic-kernel posterior must not pass.
+    derivation = derive_bma_score_identity()
+    posterior = derivation.results["posterior_d2"]
+    unnormalised = posterior.applyfunc(lambda e: sp.numer(sp.together(e)))
+    verification = _rejected("bma-score-identity", {"posterior_d2": unnormalised}, d_values=(2,))
+    assert verification.errors["posterior_d2"] > 1e-3
+
+
 def test_prop1_verifier_rejects_row_shift_posing_as_column_shift():
     derivation = derive_prop1_invariance()
     verification = _rejected("prop1-invariance",

@@ -21,7 +21,8 @@ import sympy as sp
 
 import numerics
 from numerics._validate import check_positive_int, check_rng
-from theory.derivation import (Derivation, ErrorTracker, Verification, probability_vector, stochastic_matrix)
+from theory.derivation import (Derivation, ErrorTracker, Verification, labelled, probability_vector,
+                                stochastic_matrix)
 
 CLAIM = "bma-score-identity"
 
@@ -62,8 +63,10 @@ def derive_bma_score_identity(H: int = 4, L: int = 2, bilinear_d: tuple[int, ...
     -------
     Derivation
         results ``posterior_bayes`` and ``posterior`` (H x H matrices in ``pi``, ``mu_0`` and the tokens; row h
-        over h' < h), ``bilinear_d{d}`` (uᵀ log(P) v for symbolic probability vectors u, v);
-        residuals ``posterior_minus_softmax`` (H x H, zero) and ``bilinear_minus_log_kernel_d{d}`` (zero).
+        over h' < h), ``posterior_d{d}`` (the same with symbolic kernel entries p_ij on the fixed context
+        :func:`example_context`), ``bilinear_d{d}`` (uᵀ log(P) v for symbolic probability vectors u, v);
+        residuals ``posterior_minus_softmax`` and ``posterior_minus_softmax_d{d}`` (H x H, zero) and
+        ``bilinear_minus_log_kernel_d{d}`` (zero).
     """
     H = check_positive_int(H, "H", minimum=2)
     L = check_positive_int(L, "L", minimum=1)
@@ -104,6 +107,15 @@ def derive_bma_score_identity(H: int = 4, L: int = 2, bilinear_d: tuple[int, ...
     residuals = {"posterior_minus_softmax": residual}
     for d in bilinear_d:
         kernel = stochastic_matrix("p", d)
+        # The same Bayes computation with the kernel's entries as symbols, on one fixed context of tokens.
+        context = example_context(d, L, H)
+        posterior_d, residual_d = _posterior_with_symbolic_kernel(kernel, context, trees)
+        results[f"posterior_d{d}"] = posterior_d
+        residuals[f"posterior_minus_softmax_d{d}"] = residual_d
+        steps.append((f"d = {d}, symbolic kernel p, context {context.tolist()}: P(pa({H - 1}) = h' | ctx), "
+                      f"h' = 0..{H - 2}", labelled(r"P(\mathrm{pa} \mid \mathrm{ctx})",
+                                                   posterior_d[H - 1, :H - 1])))
+        steps.append((f"d = {d}: posterior minus softmax of Σ_l log p[x^l_h', x^l_h], every (h, h')", residual_d))
         W = kernel.applyfunc(sp.log)  # W = log π entrywise
         one_hot = sp.eye(d)
         # e_aᵀ W e_b for every token pair: the bilinear form picks the single entry log π(b | a).
@@ -114,6 +126,34 @@ def derive_bma_score_identity(H: int = 4, L: int = 2, bilinear_d: tuple[int, ...
         steps.append((f"d = {d}: e_aᵀ (log π) e_b − log π(b | a) for all a, b (symbolic kernel)",
                       residuals[f"bilinear_minus_log_kernel_d{d}"]))
     return Derivation(CLAIM, tuple(steps), results, residuals)
+
+
+def example_context(d: int, L: int, H: int) -> np.ndarray:
+    """A fixed, deterministic (L, H) token context: x^l_h = (h + l·h(h+1)/2 + l) mod d (rows differ)."""
+    l, h = np.meshgrid(np.arange(L), np.arange(H), indexing="ij")
+    return ((h + l * h * (h + 1) // 2 + l) % d).astype(np.int64)
+
+
+def _posterior_with_symbolic_kernel(kernel: sp.Matrix, context: np.ndarray, trees) -> tuple[sp.Matrix, sp.Matrix]:
+    """Bayes' rule over all trees with kernel entries as symbols (μ₀ symbolic too); residual vs the softmax."""
+    L, H = context.shape
+    d = kernel.shape[0]
+    mu0 = sp.symbols(f"mu_0:{d}", positive=True)
+    likelihood = {}
+    for tree in trees:
+        factors = [mu0[context[l, 0]] for l in range(L)]
+        factors += [kernel[context[l, parent], context[l, g]] for l in range(L) for g, parent in enumerate(tree, 1)]
+        likelihood[tree] = sp.Mul(*factors)
+    evidence = sp.Add(*likelihood.values())
+    posterior, residual = sp.zeros(H, H), sp.zeros(H, H)
+    for h in range(1, H):
+        scores = [sp.Add(*[sp.log(kernel[context[l, hp], context[l, h]]) for l in range(L)]) for hp in range(h)]
+        weights = [sp.powsimp(sp.expand(sp.exp(s), power_exp=True)) for s in scores]  # exp(Σ log p) = Π p
+        for hp in range(h):
+            marginal = sp.Add(*[v for tree, v in likelihood.items() if tree[h - 1] == hp])
+            posterior[h, hp] = sp.factor(sp.cancel(marginal / evidence))
+            residual[h, hp] = sp.cancel(posterior[h, hp] - weights[hp] / sp.Add(*weights))
+    return posterior, residual
 
 
 def _kernel_form(expr: sp.Basic) -> sp.Basic:
@@ -145,6 +185,7 @@ def verify_bma_score_identity(rng, *, n_points: int = 20, d_values: tuple[int, .
     forms = {name: sp.lambdify([KERNEL, INIT, *tokens], _kernel_form(results[name]), "numpy")
              for name in ("posterior_bayes", "posterior")}
     bilinear = {d: _lambdify_bilinear(results[f"bilinear_d{d}"], d) for d in d_values}
+    posterior_d = {d: sp.lambdify(_kernel_symbols(d), results[f"posterior_d{d}"], "numpy") for d in d_values}
     tracker = ErrorTracker()
     for i in range(n_points):
         d = d_values[i % len(d_values)]
@@ -161,12 +202,20 @@ def verify_bma_score_identity(rng, *, n_points: int = 20, d_values: tuple[int, .
                 for hp in range(H):
                     score[h, hp] += bilinear[d](kernel, one_hot[l, hp], one_hot[l, h])
         tracker.compare(f"bilinear_score_d{d}", score, numerics.selector_scores(np.log(kernel), context))
+        fixed = example_context(d, L, H)
+        tracker.compare(f"posterior_d{d}", np.asarray(posterior_d[d](*kernel[:, :-1].ravel()), dtype=float),
+                        numerics.parent_posterior(kernel, fixed))
     return tracker.result(CLAIM, n_points)
+
+
+def _kernel_symbols(d: int) -> list[sp.Symbol]:
+    """The free entries p_ij (j < d-1) of the symbolic kernel, in row order (the last column is 1 − the rest)."""
+    return [sp.Symbol(f"p_{i}{j}", positive=True) for i in range(d) for j in range(d - 1)]
 
 
 def _lambdify_bilinear(expr: sp.Basic, d: int):
     """f(kernel, u, v) for the derived uᵀ log(P) v (probability vectors given by their first d-1 entries)."""
-    p = [sp.Symbol(f"p_{i}{j}", positive=True) for i in range(d) for j in range(d - 1)]
+    p = _kernel_symbols(d)
     u = sp.symbols(f"u_0:{d - 1}", positive=True)
     v = sp.symbols(f"v_0:{d - 1}", positive=True)
     f = sp.lambdify([*p, *u, *v], expr, "numpy")

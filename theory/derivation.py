@@ -9,7 +9,7 @@ independent numeric computation (``numerics`` or a direct NumPy evaluation).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 import sympy as sp
@@ -158,14 +158,6 @@ class ErrorTracker:
         return Verification(claim, dict(self.errors), dict(self.slacks), tolerance, n_points)
 
 
-def lambdify(args: Sequence, expr: sp.Basic, modules: Iterable = ("numpy",)) -> Callable:
-    """``sympy.lambdify`` with NumPy, flattening matrix arguments so callers pass flat float arrays."""
-    flat = []
-    for a in args:
-        flat.extend(list(a) if isinstance(a, (sp.MatrixBase, list, tuple)) else [a])
-    return sp.lambdify(flat, expr, modules=list(modules))
-
-
 def probability_vector(name: str, d: int) -> sp.Matrix:
     """A symbolic probability vector of length ``d``: positive free entries, the last is 1 minus the rest."""
     free = sp.symbols(f"{name}_0:{d - 1}", positive=True)
@@ -184,8 +176,3 @@ def stochastic_matrix(name: str, d: int) -> sp.Matrix:
 def labelled(lhs_latex: str, expr: sp.Basic, relation: str = "=") -> str:
     """``lhs = expr`` (or another relation) as LaTeX, for right sides ``sympy.Eq`` would evaluate (matrices)."""
     return f"{lhs_latex} {relation} {sp.latex(expr)}"
-
-
-def free_symbols_sorted(expr: sp.Basic) -> list[sp.Symbol]:
-    """The free symbols of ``expr`` in name order (a deterministic argument order for lambdify)."""
-    return sorted(expr.free_symbols, key=lambda s: s.name)

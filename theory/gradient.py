@@ -20,7 +20,6 @@ from functools import lru_cache
 
 import numpy as np
 import sympy as sp
-from scipy.special import logsumexp
 
 import numerics
 from numerics.gradient import chi2_gain, init_gradient

@@ -99,11 +99,6 @@ _KEY = {"bma-score-identity": "bma", "prop1-invariance": "prop1", "thm1-construc
         "thm3-init-gradient": "thm3", "prop2-ds-quadratic": "ds"}
 
 
-def _split(sizes: dict, derive_keys: tuple[str, ...]) -> tuple[dict, dict]:
-    """(derivation kwargs, verifier kwargs) from one tier entry."""
-    return {k: v for k, v in sizes.items() if k in derive_keys}, sizes
-
-
 def bma_score_identity(ctx: CheckContext) -> CheckOutcome:
     """``bma-score-identity``: Bayes' rule over every tree simplifies to the softmax of Σ_l log π."""
     sizes = _sizes(ctx, "bma")
