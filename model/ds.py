@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -210,6 +211,21 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+@contextmanager
+def torch_threads(n: int | None):
+    """Run a block with ``n`` torch intra-op threads (None: unchanged), restoring the previous number after.
+
+    The DS models have at most ~10^5 weights: on a shared CPU extra threads only add wake-up latency.
+    """
+    previous = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 @dataclass
 class TrainConfig:
     """Optimisation of the DS models: Adam with cosine decay; the FFN selector gets its own (smaller) rate."""
@@ -254,14 +270,8 @@ def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: TrainConfig, *, de
     scheds = [torch.optim.lr_scheduler.LambdaLR(
         o, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, train.steps) / train.steps))) for o in opts]
     losses = [[] for _ in models]
-    previous_threads = torch.get_num_threads()
-    if train.threads is not None:
-        # These models have a few thousand weights: extra threads only add wake-up latency on a shared CPU.
-        torch.set_num_threads(train.threads)
-    try:
+    with torch_threads(train.threads):
         seconds = _train_loop(models, opts, scheds, losses, A, rho, cfgs[0], train, rng, device, quiet)
-    finally:
-        torch.set_num_threads(previous_threads)
     w = max(1, train.steps // 10)
     histories = []
     for record in losses:
@@ -305,7 +315,8 @@ def model_outputs(model: DSModel, context: np.ndarray, query: np.ndarray, *, bat
     return np.concatenate(means), np.concatenate(logs)
 
 
-def evaluate_ds_model(model: DSModel, A, rho, L_values, *, n_eval: int, rng: np.random.Generator) -> dict:
+def evaluate_ds_model(model: DSModel, A, rho, L_values, *, n_eval: int, rng: np.random.Generator,
+                      threads: int | None = 1) -> dict:
     """For each L': the model's L_pa gap to BMA (E KL(posterior ‖ A^(2)), mean and SE), L_pa of both,
     parent accuracy of both, and the squared error of both with the SE of their paired difference.
 
@@ -319,7 +330,8 @@ def evaluate_ds_model(model: DSModel, A, rho, L_values, *, n_eval: int, rng: np.
     for L in L_values:
         task = sample_ds_task(A, rho, n_eval, int(L), model.cfg.H, rng=rng)
         log_post = ds_log_parent_posterior(A, rho, task.context)  # (n, H, H)
-        mean, log_att = model_outputs(model, task.context, task.query)
+        with torch_threads(threads):
+            mean, log_att = model_outputs(model, task.context, task.query)
         gap, gap_se = mean_and_se(posterior_kl(log_post, log_att))
         post, att = np.exp(log_post), np.exp(log_att)
         bma_mean = ds_predictive_mean(post, A, rho, task.query)  # (n, H, d)
