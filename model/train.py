@@ -50,6 +50,7 @@ class TrainConfig:
     steps: int = 2000
     lr: float = 0.03
     weight_decay: float = 0.0
+    grad_clip: float = 1.0  # max gradient norm: an early burst in W_KQ can saturate the selector for good
     warmup: int = 50
     eval_contexts: int = 2048
     eval_every: int = 100
@@ -74,8 +75,8 @@ class TrainConfig:
             raise ValueError(f"test_L must hold integers >= 1 (test-time context sizes L'), got {self.test_L}")
         if self.dtype not in ("float32", "float64"):
             raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
-        if not (self.lr > 0 and self.beta > 0 and self.alpha > 0 and self.weight_decay >= 0):
-            raise ValueError("lr, beta and alpha must be positive and weight_decay non-negative")
+        if not (self.lr > 0 and self.beta > 0 and self.alpha > 0 and self.weight_decay >= 0 and self.grad_clip > 0):
+            raise ValueError("lr, beta, alpha and grad_clip must be positive and weight_decay non-negative")
         resolve_device(self.device)
 
 
@@ -189,7 +190,8 @@ def _checkpoint_path(out: Path | None) -> Path | None:
     return None if out is None else Path(out) / "checkpoint.pt"
 
 
-def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = True, resume: bool = False) -> TrainRun:
+def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = True, resume: bool = False,
+          stop_at: int | None = None) -> TrainRun:
     """Train ``config`` online; write ``out/metrics.json`` and ``out/checkpoint.pt`` when ``out`` is given.
 
     Parameters
@@ -198,6 +200,7 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
     out : folder for metrics.json and checkpoint.pt (None: keep everything in memory)
     quiet : hide the progress bar
     resume : continue from ``out/checkpoint.pt`` when it exists (exactly: data are seeded per step)
+    stop_at : stop after this many steps (a checkpoint is written there; ``resume`` continues the same run)
 
     Returns
     -------
@@ -213,8 +216,8 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     held_out = eval_batch(config, kernel, config.L)
     reference = bma_reference(kernel, held_out)
-    curves: dict[str, list] = {"step": [], "query_loss": [], "parent_loss": [], "parent_accuracy": [],
-                               "train_loss": []}
+    curves: dict[str, list] = {"step": [], "seconds": [], "query_loss": [], "parent_loss": [],
+                               "parent_accuracy": [], "train_loss": []}
     start_step, seconds = 0, 0.0
     ckpt = _checkpoint_path(out)
     if resume and ckpt is not None and ckpt.exists():
@@ -232,7 +235,8 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
                         "seconds": seconds, "curves": curves, "config": asdict(config), "kernel": kernel}, ckpt)
 
     model.train()
-    bar = tqdm(range(start_step, config.steps), disable=quiet, desc=f"train {config.model}", initial=start_step,
+    last = config.steps if stop_at is None else min(config.steps, int(stop_at))
+    bar = tqdm(range(start_step, last), disable=quiet, desc=f"train {config.model}", initial=start_step,
                total=config.steps)
     t0 = time.perf_counter()
     for step in bar:
@@ -244,25 +248,29 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
         loss = model.loss(context, query)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         done = step + 1
         if done % config.eval_every == 0 or done == config.steps:
             seconds += time.perf_counter() - t0
             metrics = evaluate(model, kernel, held_out)
             curves["step"].append(done)
+            curves["seconds"].append(seconds)
             curves["train_loss"].append(float(loss.detach()))
             for key in ("query_loss", "parent_loss", "parent_accuracy"):
                 curves[key].append(metrics[key])
             bar.set_postfix(gap=f"{metrics['query_loss'] - reference['bma_loss']:.4f}",
                             acc=f"{metrics['parent_accuracy']:.3f}")
-            if done % config.checkpoint_every == 0 or done == config.steps:
-                save(done)
+            t0 = time.perf_counter()
+        if done % config.checkpoint_every == 0 or done == last:
+            seconds += time.perf_counter() - t0
+            save(done)
             t0 = time.perf_counter()
     seconds += time.perf_counter() - t0
     bar.close()
 
     final = evaluate(model, kernel, held_out)
-    metrics = {**final, **reference, "steps": config.steps, "seconds": seconds, "curves": curves,
+    metrics = {**final, **reference, "steps": max(last, start_step), "seconds": seconds, "curves": curves,
                "config": asdict(config), "kernel": kernel.tolist()}
     metrics["gap_to_bma"] = final["query_loss"] - reference["bma_loss"]
     metrics["parent_loss_gap"] = final["parent_loss"] - reference["bma_parent_loss"]

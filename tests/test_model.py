@@ -1,0 +1,255 @@
+"""Tests of model/: no leakage, the Theorem 1 construction against BMA, the Theorem 3 gradient, bad configs.
+
+References are independent of the code under test: ``numerics`` BMA and brute-force tree enumeration for the
+construction, a gradient formula written out here for autograd, hand-computed softmaxes for Prop. 1.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import numerics
+from model import analysis
+from model.absolute import AbsoluteConfig, AbsolutePETransformer
+from model.construction import bma_construction
+from model.presets import preset_configs, train_preset
+from model.standard import StandardConfig, StandardTransformer
+from model.structured import StructuredConfig, StructuredTransformer
+from model.train import TrainConfig, build_model, train
+from numerics.enumeration import brute_force_parent_posterior
+from numerics.strategies import kernels
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Small models run fastest on one thread (and the suite runs one worker per core)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _randomized(model: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """Every parameter random (a zero W_KQ would hide a leak through the selector)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype))
+    return model.double()
+
+
+MODELS = {
+    "structured": lambda: StructuredTransformer(StructuredConfig(d=4, max_H=7, max_L=3, K=5, output="mixture")),
+    "structured-logit": lambda: StructuredTransformer(StructuredConfig(d=4, max_H=7, max_L=3, K=5, output="logit")),
+    "absolute": lambda: AbsolutePETransformer(AbsoluteConfig(d=4, max_H=7, max_L=3, K=5)),
+    "standard": lambda: StandardTransformer(StandardConfig(d=4, max_H=7, max_L=3, K=4, width=16)),
+}
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_query_token_never_reaches_its_own_prediction(name):
+    # changing x^{L+1}_h or any later query token must leave row h of predict and parent_attention unchanged
+    model = _randomized(MODELS[name](), seed=1).eval()
+    rng = np.random.default_rng(0)
+    context = torch.from_numpy(rng.integers(0, 4, (2, 3, 7)))
+    query = torch.from_numpy(rng.integers(0, 4, (2, 7)))
+    with torch.no_grad():
+        probs, att = model.predict(context, query), model.parent_attention(context, query)
+        for h in range(1, 7):
+            changed = query.clone()
+            changed[:, h:] = (changed[:, h:] + 1 + torch.from_numpy(rng.integers(0, 3, (2, 7 - h)))) % 4
+            probs2, att2 = model.predict(context, changed), model.parent_attention(context, changed)
+            assert torch.equal(probs2[:, h], probs[:, h]), f"{name}: x_h or later leaked into row {h}"
+            assert torch.equal(att2[:, h], att[:, h])
+            # control: the same change does move a later row (the test could see a leak if there were one)
+            if h < 6:
+                assert not torch.allclose(probs2[:, h + 1:], probs[:, h + 1:])
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_attention_rows_are_laws_over_earlier_positions(name):
+    model = _randomized(MODELS[name](), seed=2).eval()
+    rng = np.random.default_rng(1)
+    with torch.no_grad():
+        att = model.parent_attention(rng.integers(0, 4, (3, 2, 6)), rng.integers(0, 4, (3, 6))).numpy()
+        probs = model.predict(rng.integers(0, 4, (3, 2, 6)), rng.integers(0, 4, (3, 6))).numpy()
+    assert np.all(np.triu(att) == 0)  # h' >= h and row 0 are zero
+    np.testing.assert_allclose(att[:, 1:].sum(-1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-12)
+
+
+@settings(max_examples=15)
+@given(kernel=kernels(min_d=2, max_d=4, min_eps=0.02), seed=st.integers(0, 2**32 - 1), L=st.integers(1, 4))
+def test_construction_equals_bma(kernel, seed, L):
+    # reference: numerics.bma_predictive and parent_posterior (written with NumPy from the BMA formula)
+    rng = np.random.default_rng(seed)
+    batch = numerics.sample_task(kernel, 8, L, 6, rng=rng)
+    model = bma_construction(kernel, L, 40.0, "mixture", max_H=6)
+    with torch.no_grad():
+        att = model.parent_attention(batch.context, batch.query).numpy()
+        probs = model.predict(batch.context, batch.query).numpy()
+    np.testing.assert_allclose(att, numerics.parent_posterior(kernel, batch.context), atol=1e-6)
+    np.testing.assert_allclose(probs[:, 1:], numerics.bma_predictive(kernel, batch.context, batch.query)[:, 1:],
+                               atol=1e-6)
+
+
+def test_construction_attention_equals_posterior_by_tree_enumeration():
+    # reference: the posterior from the full likelihood summed over every tree (numerics.enumeration)
+    rng = np.random.default_rng(3)
+    kernel = numerics.random_kernel(3, eps=0.05, rng=rng)
+    batch = numerics.sample_task(kernel, 3, 4, 5, rng=rng)
+    model = bma_construction(kernel, 4, 40.0, max_H=5)
+    with torch.no_grad():
+        att = model.parent_attention(batch.context, batch.query).numpy()
+    for b in range(3):
+        np.testing.assert_allclose(att[b], brute_force_parent_posterior(kernel, batch.context[b]), atol=1e-6)
+
+
+def test_construction_error_decays_like_exp_minus_beta():
+    # the target key's logit leads the runner-up by β, so the error ~ C e^{−β}: a fitted rate near 1
+    rng = np.random.default_rng(4)
+    kernel = numerics.random_kernel(4, eps=0.02, rng=rng)
+    batch = numerics.sample_task(kernel, 16, 5, 8, rng=rng)
+    betas = [8.0, 12.0, 16.0, 20.0, 24.0]
+    errors = analysis.construction_errors_vs_beta(kernel, batch.context, batch.query, betas)
+    fit = analysis.exponential_rate(betas, errors["attention_error"])
+    assert 0.8 < fit["rate"] < 1.2
+    assert all(np.diff(errors["attention_error"]) < 0)
+
+
+def test_logit_rule_prediction_tends_to_the_parent_row_as_L_grows():
+    rng = np.random.default_rng(5)
+    kernel = numerics.random_kernel(4, eps=0.02, rng=rng)
+    curve = analysis.construction_error_vs_L(kernel, [1, 32], 8, 300, rng=rng)
+    for rule in ("logit", "mixture"):
+        mean, se = curve[rule]["mean"], curve[rule]["stderr"]
+        assert mean[1] + 3 * se[1] < mean[0] - 3 * se[0]
+
+
+def test_logit_rule_has_a_floor_above_bma_with_exact_attention():
+    # geometric vs arithmetic mixture: with BMA attention the logit rule's loss is above BMA's (Jensen)
+    rng = np.random.default_rng(6)
+    kernel = numerics.random_kernel(5, eps=0.01, rng=rng)
+    batch = numerics.sample_task(kernel, 512, 10, 10, rng=rng)
+    with torch.no_grad():
+        probs = bma_construction(kernel, 10, 50.0, "logit", max_H=10).predict(batch.context, batch.query).numpy()
+    floor = numerics.query_loss(probs, batch.query)
+    bma = numerics.bma_loss(kernel, batch.context, batch.query)
+    assert floor > bma
+
+
+def _closed_form(kernel, query, h):
+    """(1/h)(π(x_h|x_h')/π̄ − 1) written out with loops: the reference for autograd."""
+    out = np.zeros((len(query), h))
+    for n, x in enumerate(query):
+        lik = np.array([kernel[x[j], x[h]] for j in range(h)])
+        out[n] = (lik / lik.mean() - 1.0) / h
+    return out
+
+
+def test_autograd_selector_gradient_equals_closed_form():
+    rng = np.random.default_rng(7)
+    kernel = numerics.random_kernel(3, eps=0.05, rng=rng)
+    query = rng.integers(0, 3, (50, 6))
+    grad = analysis.selector_score_gradient(kernel, query)
+    for h in range(1, 6):
+        np.testing.assert_allclose(grad[:, h, :h], _closed_form(kernel, query, h), rtol=0, atol=1e-10)
+
+
+def test_mean_autograd_gradient_matches_exact_expectation_with_non_stationary_init():
+    # reference: numerics.init_gradient(method="exact") (enumeration over all prefixes); compared within 4.5 SE
+    rng = np.random.default_rng(8)
+    kernel = numerics.random_kernel(3, eps=0.05, rng=rng)
+    parents = np.array([-1, 0, 1, 0, 2])
+    result = analysis.init_gradient_comparison(kernel, parents, np.array([0.7, 0.2, 0.1]), 20_000, rng=rng)
+    assert result["closed_form_max_error"] < 1e-10
+    assert result["max_z"] < 4.5
+
+
+def test_gradient_check_catches_a_planted_output_rule_bug(monkeypatch):
+    # plant: the construction returns the logit rule, whose gradient is not the Theorem 3 closed form
+    import model.analysis as module
+    real = module.bma_construction
+    monkeypatch.setattr(module, "bma_construction", lambda k, L, b, output="mixture", **kw: real(k, L, b, "logit", **kw))
+    rng = np.random.default_rng(9)
+    kernel = numerics.random_kernel(3, eps=0.05, rng=rng)
+    result = analysis.init_gradient_comparison(kernel, np.array([-1, 0, 1, 0]), None, 2000, rng=rng)
+    assert result["closed_form_max_error"] > 1e-3
+
+
+def test_column_softmax_error_is_blind_to_column_shifts_only():
+    # Prop. 1: W + 1aᵀ keeps σ_col; W + b1ᵀ keeps σ_row (= π for W = log π). References computed by hand here.
+    rng = np.random.default_rng(10)
+    kernel = numerics.random_kernel(4, eps=0.02, rng=rng)
+    a, b = rng.normal(size=4), rng.normal(size=4)
+    W = np.log(kernel)
+    assert analysis.column_softmax_error(W + a[None, :] * 0 + np.ones((4, 1)) * a[None, :], kernel) < 1e-12
+    assert analysis.row_softmax_error(W + b[:, None], kernel) < 1e-12
+    assert analysis.column_softmax_error(W + b[:, None], kernel) > 1e-3
+    by_hand = np.abs(np.exp(W + a) / np.exp(W + a).sum(1, keepdims=True) - kernel).sum() / 4
+    assert np.isclose(analysis.row_softmax_error(W + a[None, :], kernel), by_hand)
+
+
+@pytest.mark.parametrize("kwargs, word", [({"L": 0}, "L"), ({"K": 0}, "K"), ({"output": "sum"}, "output"),
+                                          ({"model": "mlp"}, "model"), ({"d": 1}, "d")])
+def test_bad_train_config_names_the_argument(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        TrainConfig(**kwargs)
+
+
+def test_unknown_preset_and_absent_device_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="preset"):
+        train_preset("fig4", out=tmp_path)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="cuda"):
+            train_preset("fig2", device="cuda", steps=1, out=tmp_path)
+    with pytest.raises(ValueError, match="device"):
+        TrainConfig(device="tpu")
+    with pytest.raises(ValueError, match="steps"):
+        preset_configs("fig2", steps=0)
+
+
+def test_bad_tokens_and_kernels_are_refused():
+    model = MODELS["structured"]()
+    with pytest.raises(ValueError, match="query"):
+        model.predict(torch.zeros(1, 2, 5, dtype=torch.long), torch.full((1, 5), 4))
+    with pytest.raises(ValueError, match="context"):
+        model.predict(torch.zeros(1, 2, 5), torch.zeros(1, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match="H"):
+        model.predict(torch.zeros(1, 2, 9, dtype=torch.long), torch.zeros(1, 9, dtype=torch.long))
+    with pytest.raises(ValueError, match="strictly positive"):
+        bma_construction(np.eye(3), 2, 10.0)
+    with pytest.raises(ValueError, match="L"):
+        bma_construction(np.full((3, 3), 1 / 3), 0, 10.0)
+
+
+def test_checkpoint_resume_gives_identical_metrics(tmp_path):
+    config = TrainConfig(d=3, H=5, L=2, K=3, steps=8, batch_size=16, eval_every=2, checkpoint_every=2,
+                         eval_contexts=64, warmup=2)
+    whole = train(config, out=tmp_path / "whole").metrics
+    train(config, out=tmp_path / "split", stop_at=4)
+    resumed = train(config, out=tmp_path / "split", resume=True).metrics
+    for key in ("query_loss", "parent_loss", "parent_accuracy", "bma_loss", "steps"):
+        assert resumed[key] == whole[key], key
+    for key in ("step", "query_loss", "parent_loss", "train_loss"):
+        assert resumed["curves"][key] == whole["curves"][key], key
+
+
+def test_models_are_reproducible_from_the_seed():
+    config = TrainConfig(model="standard", d=3, H=5, L=2, K=2, width=8)
+    a, b = build_model(config, torch.Generator().manual_seed(3)), build_model(config, torch.Generator().manual_seed(3))
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_train_preset_writes_metrics_and_figures(tmp_path):
+    metrics = train_preset("fig2", steps=3, tier="quick", out=tmp_path, quiet=True)
+    written = __import__("json").loads((tmp_path / "metrics.json").read_text())
+    for key in ("query_loss", "bma_loss", "oracle_loss", "parent_loss", "bma_parent_loss", "parent_accuracy",
+                "bma_parent_accuracy", "steps", "seconds", "curves", "logit_floor_loss"):
+        assert key in written and key in metrics
+    assert written["steps"] == 3
+    for name in metrics["figures"]:
+        assert (tmp_path / name).stat().st_size < 300_000
