@@ -25,8 +25,10 @@ theorems too. When h' is an ancestor of pa(h) (c = h') T is purely a reversed ch
 coefficient is not controlled by δ(π); for those pairs the Dobrushin and Doeblin candidates are conjectures,
 and the sweep counts them separately (relation "ancestor"). The δ(π) conjecture is false: the counterexample
 search found π = [[1/2, 1/2], [1/64, 63/64]], μ₀ uniform (not stationary), x_1 → x_3 → x_4 with
-I(x_4; x_1)/I(x_4; x_3) = 0.48485 > δ(π) = 0.48438 (``reports.search.KNOWN_COUNTEREXAMPLES``). No
-counterexample to the Doeblin candidate 1 − d·min π has been found.
+I(x_4; x_1)/I(x_4; x_3) = 0.48485 > δ(π) = 0.48438, and on the chain x_0 → x_1 → x_2 with
+π = [[0.22, 0.78], [0.0005, 0.9995]], μ₀ = (0.032, 0.968): 0.584 > δ(π) = 0.2195
+(``reports.search.KNOWN_COUNTEREXAMPLES``). All violations seen need a non-stationary μ₀; none was found with
+the stationary law, and no counterexample to the Doeblin candidate 1 − d·min π has been found.
 """
 from __future__ import annotations
 

@@ -40,10 +40,16 @@ DEFAULT_ALPHA = "dobrushin"  # δ(π): the uniform α of the lemma's usual proof
 #: ``bma-verify search lemma3 --seed 0 --budget 1500`` (alpha "dobrushin") and shrunk by Hypothesis: with a
 #: non-stationary μ₀ and h' an ancestor of pa(h) (x_1 → x_3 → x_4), I(x_4; x_1) / I(x_4; x_3) = 0.4848536 exceeds
 #: δ(π) = 0.484375 (confirmed at 50 digits with mpmath in tests/test_search.py). The Doeblin bound 0.96875 holds.
+#: The second, on the plain chain x_0 → x_1 → x_2, came from a grid scan over binary kernels and μ₀ after the
+#: full-tier sweep had found 5 such violations (all with h' an ancestor of pa(h) and a non-stationary μ₀):
+#: I(x_2; x_0)/I(x_2; x_1) = 0.584 against δ(π) = 0.2195, so δ(π) fails by a factor 2.7, not by rounding.
 KNOWN_COUNTEREXAMPLES = (
     {"target": "lemma3", "kernel": [[0.5, 0.5], [0.015625, 0.984375]], "parents": [-1, 0, 0, 1, 3],
      "init": [0.5, 0.5], "h": 4, "h_prime": 1, "alpha": "dobrushin",
      "found_by": "bma-verify search lemma3 --seed 0 --budget 1500"},
+    {"target": "lemma3", "kernel": [[0.22, 0.78], [0.0005, 0.9995]], "parents": [-1, 0, 1],
+     "init": [0.032, 0.968], "h": 2, "h_prime": 0, "alpha": "dobrushin",
+     "found_by": "grid scan of binary chains x_0 -> x_1 -> x_2 with non-stationary init"},
 )
 
 

@@ -109,3 +109,18 @@ def test_known_dobrushin_counterexample_is_real_at_50_digits():
     ratio = information(hp, h) / information(parents[h], h)
     dobrushin = mpmath.mpf(1) / 2 - mpmath.mpf(1) / 64  # max TV between the two rows
     assert ratio - dobrushin > mpmath.mpf("4e-4")
+
+
+def test_chain_counterexample_to_dobrushin_is_far_from_rounding():
+    # second stored counterexample: the plain chain x_0 → x_1 → x_2; the ratio from the brute-force joints
+    # (all 2^3 sequences, no LCA formula) exceeds δ(π) by far more than any rounding
+    from numerics.enumeration import brute_force_joint
+    from reports.search import KNOWN_COUNTEREXAMPLES
+
+    instance = KNOWN_COUNTEREXAMPLES[1]
+    kernel, parents, init = (np.array(instance[k]) for k in ("kernel", "parents", "init"))
+    ratio = (nm.mutual_information(brute_force_joint(kernel, parents, [0, 2], init))
+             / nm.mutual_information(brute_force_joint(kernel, parents, [1, 2], init)))
+    assert ratio > 2.5 * nm.dobrushin_coefficient(kernel)
+    assert not check_instance(instance)["holds"]
+    assert check_instance(dict(instance, alpha="doeblin"))["holds"]

@@ -166,6 +166,8 @@ def lemma3_strict_dpi_exact(ctx: CheckContext) -> CheckOutcome:
     mean_ratio_over_alpha = {name: float(result.histograms[f"ratio_over_alpha/{name}"] @ centres / max(pairs, 1))
                              for name in CANDIDATE_LABELS}
     tightest = max(holding, key=lambda n: mean_ratio_over_alpha[n]) if holding else None
+    uniform = [n for n in ("dobrushin", "doeblin") if n in holding]  # the candidates that depend on π alone
+    tightest_uniform = uniform[0] if uniform else None  # δ(π) ≤ 1 − d·min π always
     max_ratio = worst["ratio"].value
     doeblin_broken = violations["doeblin"] > 0 or "doeblin" in broken_by_known | broken_by_search
     failed = max_ratio >= 1 or violations["sdpi"] or violations["dobrushin_channel"] or doeblin_broken
@@ -200,23 +202,27 @@ def lemma3_strict_dpi_exact(ctx: CheckContext) -> CheckOutcome:
                 "largest_excess": {name: worst[f"excess/{name}"].value for name in CANDIDATE_LABELS},
                 "counterexamples": {name: worst[f"excess/{name}"].instance for name in CANDIDATE_LABELS
                                     if violations[name]},
-                "tightest_holding_candidate": tightest, "sdpi_evaluations": counts.get("sdpi_computed", 0),
+                "tightest_holding_candidate": tightest, "tightest_uniform_candidate": tightest_uniform,
+                "sdpi_evaluations": counts.get("sdpi_computed", 0),
                 "known_counterexamples": [{"instance": i, "check": k} for i, k in zip(KNOWN_COUNTEREXAMPLES, known)],
                 "searches": searches, "findings": findings,
                 "ranges": LEMMA3_RANGES if ctx.options.get("kernel") is None else "user kernel; H and μ₀ as in ranges"}
     summary = (f"{pairs} (kernel, tree, μ₀, pair) checks, stationary and non-stationary μ₀: largest exact ratio "
                f"I(x_h;x_h')/I(x_h;x_pa) = {max_ratio:.4f}; violations: "
                + ", ".join(f"{n} {violations[n]}" for n in CANDIDATE_LABELS)
-               + f". Tightest candidate that always held: {tightest}.")
+               + f". Tightest candidate that always held: {tightest} (per pair); depending on π alone: "
+               f"{tightest_uniform}.")
     if violations["eta_chi2"]:
         summary += f" (η_χ² is exceeded in {violations['eta_chi2']} pairs, as expected: η_KL ≥ η_χ².)"
     if violations["dobrushin"]:
         summary += f" Finding: δ(π) violated in {violations['dobrushin']} sweep pairs (measured.counterexamples)."
-    for k in known:
-        if k["holds"]:
-            continue
-        summary += (f" Finding (search counterexample, re-checked): {k['summary']}: the {k['alpha']} candidate is "
-                    "not a valid α in general.")
+    for stored, k in zip(KNOWN_COUNTEREXAMPLES, known):
+        if not k["holds"]:
+            summary += (f" Finding (stored counterexample from a {stored['found_by'].split(' ')[0]} "
+                        f"{'search' if 'search' in stored['found_by'] else 'scan'}, re-checked): {k['summary']}; "
+                        f"μ₀ {'stationary' if stored['init'] is None else 'non-stationary'}.")
+    if broken_by_known:
+        summary += " So δ(π) is not a valid α for ancestor pairs under a non-stationary μ₀."
     for name, found in searches.items():
         summary += (f" Search for a {name} counterexample (1000 examples): "
                     + ("found, see measured.searches." if found["found"] else
