@@ -39,7 +39,8 @@ def derive_thm2_consistency() -> Derivation:
     Derivation
         results ``chernoff_exponent`` (in s, L, Δ, a, b), ``optimal_s``, ``bound`` (in L, Δ, ε),
         ``union_bound`` (in L, Δ, ε, m) and ``sufficient_L`` (in Δ, ε, m, δ);
-        residuals ``bound_minus_stated`` (the SPEC statement), ``union_at_sufficient_L_minus_target``.
+        residuals ``bound_minus_stated`` (the SPEC statement), ``union_at_sufficient_L_minus_target``,
+        ``union_bound_limit`` (the wrong-parent probability bound → 0 as L → ∞).
     """
     s, a, b = sp.Symbol("s", positive=True), sp.Symbol("a", real=True), sp.Symbol("b", real=True)
     exponent = -s * L_SYM * GAP + L_SYM * s**2 * (b - a) ** 2 / 8  # log of the Chernoff–Hoeffding bound
@@ -56,6 +57,8 @@ def derive_thm2_consistency() -> Derivation:
     (sufficient,) = sp.solve(sp.Eq(union, TARGET), L_SYM)
     sufficient = sp.factor(sp.expand_log(sufficient, force=True))  # log((m/δ)^c) → c·log(m/δ): no overflow
     union_residual = sp.simplify(union.subs(L_SYM, sufficient) - TARGET)
+    # Consistency: for any Δ > 0 and ε < 1 the probability of a wrong argmax vanishes as L → ∞.
+    vanishing = sp.limit(union.subs(EPS, sp.exp(-sp.Symbol("kappa", positive=True))), L_SYM, sp.oo)
 
     steps: tuple[tuple[str, sp.Basic | str], ...] = (
         ("Chernoff bound with Hoeffding's lemma, Z ∈ [a, b]: log P(S_L ≤ 0) ≤", exponent),
@@ -66,10 +69,12 @@ def derive_thm2_consistency() -> Derivation:
         ("Bound minus the stated exp(−L Δ² / (2 log²(1/ε))) (in the log domain)", bound_residual),
         ("Union bound over the m = h − 1 wrong candidates", labelled(r"P(\widehat{pa} \ne pa)", union, r"\le")),
         ("L that makes the union bound equal to δ", sp.Eq(sp.Symbol("L^*"), sufficient)),
+        ("Limit of the union bound as L → ∞ (ε = e^{−κ}, κ > 0)", vanishing),
     )
     results = {"chernoff_exponent": exponent, "optimal_s": s_star, "bound": bound, "union_bound": union,
                "sufficient_L": sufficient}
-    residuals = {"bound_minus_stated": bound_residual, "union_at_sufficient_L_minus_target": union_residual}
+    residuals = {"bound_minus_stated": bound_residual, "union_at_sufficient_L_minus_target": union_residual,
+                 "union_bound_limit": vanishing}
     return Derivation(CLAIM, steps, results, residuals)
 
 
