@@ -88,6 +88,20 @@ def test_exact_posterior_equals_enumeration_of_trees(seed):
     np.testing.assert_allclose(ds_parent_posterior(A, rho, context), expected, atol=1e-10)
 
 
+@given(d=st.integers(1, 3), H=st.integers(2, 4), L=st.integers(0, 3), rho=st.floats(0.05, 0.95),
+       seed=st.integers(0, 2 ** 32 - 1))
+def test_exact_posterior_equals_enumeration_for_any_instance(d, H, L, rho, seed):
+    # Same reference as above over random sizes, ρ and A (L = 0: the prior, uniform rows).
+    rng = np.random.default_rng(seed)
+    A = random_orthogonal(d, rng=rng)
+    context = sample_ds_task(A, rho, 1, max(L, 1), H, rng=rng).context[0][:L]  # (L, H, d)
+    trees, w = brute_force_tree_posterior(A, rho, context)
+    expected = np.zeros((H, H))
+    for t, wt in zip(trees, w):
+        expected[np.arange(1, H), t[1:]] += wt
+    np.testing.assert_allclose(ds_parent_posterior(A, rho, context), expected, atol=1e-9)
+
+
 def test_score_is_bilinear_plus_key_only_quadratic_term():
     # Proposition 2: full log-likelihood score − (bilinear + quadratic(h')) depends on h only.
     A, rho, context, _, _ = instance(7, d=4, L=5, H=6)
