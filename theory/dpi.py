@@ -53,7 +53,7 @@ def derive_lemma3_strict_dpi(d_general: int = 3) -> Derivation:
         kernel ``K_ij``, free entries j < d−1), ``alpha_doeblin`` (1 − d·Min of its entries),
         ``bsc_mutual_information``, ``bsc_chi2_mutual_information``, ``bsc_chi2_contraction``, ``bsc_dobrushin``
         (in p); residuals: the TV/min identity, the BSC closed forms minus the stated ones;
-        nonnegatives: the Doeblin slack (1 − dε) − TV for a kernel ε + r.
+        nonnegatives: the Doeblin slack (1 − dε) − TV(K(·|y), K(·|y')) for a kernel ε + r, every row pair.
     """
     d_general = check_positive_int(d_general, "d_general", minimum=2)
     steps: list[tuple[str, sp.Basic]] = []
@@ -128,7 +128,9 @@ def derive_lemma3_strict_dpi(d_general: int = 3) -> Derivation:
         "bsc_mutual_information": mi, "bsc_chi2_mutual_information": chi2, "bsc_chi2_contraction": eta,
         "bsc_dobrushin": delta_bsc,
     }
-    return Derivation(CLAIM, tuple(steps), results, residuals, nonnegatives={"doeblin_slack": slack[0]})
+    pairs = list(itertools.combinations(range(d), 2))
+    nonnegatives = {f"doeblin_slack_rows_{y}{yp}": sl for (y, yp), sl in zip(pairs, slack)}
+    return Derivation(CLAIM, tuple(steps), results, residuals, nonnegatives=nonnegatives)
 
 
 def _kernel_args(K: sp.Matrix) -> list[sp.Symbol]:
