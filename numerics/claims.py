@@ -113,9 +113,7 @@ def lemma3_pairs(kernel, parents, init=None) -> dict:
 
     Joints are computed through the lowest common ancestor c of (h', pa(h)):
     P(x_{h'}, x_pa) = (π^{k1})ᵀ diag(P(x_c)) π^{k2}, k1 = depth(h') − depth(c), k2 = depth(pa) − depth(c);
-    then P(x_{h'}, x_h) = P(x_{h'}, x_pa) π and P(x_pa, x_h) = diag(P(x_pa)) π. All pairs (and all laws of
-    x_0 when ``init`` is a stack) are vectorised; this is the inner loop of the sweep, so the arrays are
-    validated once here and the information measures are evaluated without re-validation.
+    then P(x_{h'}, x_h) = P(x_{h'}, x_pa) π and P(x_pa, x_h) = diag(P(x_pa)) π (see :func:`lemma3_pairs_batch`).
 
     Parameters
     ----------
@@ -131,51 +129,81 @@ def lemma3_pairs(kernel, parents, init=None) -> dict:
     """
     kernel = check_kernel(kernel)
     parents = check_parents(parents)
-    d, H = kernel.shape[0], parents.shape[0]
+    d = kernel.shape[0]
     inits = np.atleast_2d(_resolve_init(kernel, init) if init is None or np.ndim(init) == 1 else
                           np.stack([check_init(i, d) for i in init]))  # (I, d)
-    depth = depths(parents)  # (H,)
-    ancestors = np.zeros((H, H), dtype=bool)  # ancestors[k, j]: j is an ancestor of k (k included)
-    for k in range(H):
-        if k > 0:
-            ancestors[k] = ancestors[parents[k]]
-        ancestors[k, k] = True
-    powers = np.empty((H, d, d))  # powers[t] = π^t
-    powers[0] = np.eye(d)
+    batch = lemma3_pairs_batch(kernel[None], parents[None], inits[None])
+    keep = batch["candidate"][0]  # (P_all,)
+    I = inits.shape[0]
+    out = {key: batch[key][0][:, keep].reshape((-1,) + batch[key].shape[3:])
+           for key in ("joint_candidate_child", "joint_parent_child", "joint_candidate_parent", "parent_law",
+                       "channel", "mi_candidate", "mi_parent", "ratio", "eta_chi2", "dobrushin_channel")}
+    P = int(keep.sum())
+    out.update({"h": np.tile(batch["h"][keep], I), "h_prime": np.tile(batch["h_prime"][keep], I),
+                "parent": np.tile(batch["parent"][0][keep], I), "ancestor": np.tile(batch["ancestor"][0][keep], I),
+                "init_index": np.repeat(np.arange(I), P), "dobrushin": float(batch["dobrushin"][0]),
+                "doeblin": float(batch["doeblin"][0])})
+    return out
+
+
+def lemma3_pairs_batch(kernels, parents, inits) -> dict:
+    """The Lemma 3 quantities of :func:`lemma3_pairs` for B instances of the same d and H at once.
+
+    Every pair h' < h of the H(H−1)/2 is computed (vectorised over instances, laws of x_0 and pairs); the
+    ``candidate`` mask marks h' ≠ pa(h). Inputs are not re-validated here (the sweep's inner loop): kernels
+    (B, d, d) row-stochastic, parents (B, H) trees, inits (B, I, d) laws.
+
+    Returns
+    -------
+    dict: ``h``, ``h_prime`` (P,); ``parent``, ``ancestor``, ``candidate`` (B, P); per (B, I, P):
+    ``mi_candidate``, ``mi_parent``, ``ratio``, ``eta_chi2``, ``dobrushin_channel``, ``parent_law`` (·, d),
+    ``channel``, ``joint_candidate_parent``, ``joint_candidate_child``, ``joint_parent_child`` (·, d, d);
+    ``dobrushin``, ``doeblin`` (B,).
+    """
+    B, d, _ = kernels.shape
+    H = parents.shape[1]
+    rows = np.arange(B)
+    depth = np.zeros((B, H), dtype=np.int64)
+    ancestors = np.zeros((B, H, H), dtype=bool)  # ancestors[b, k, j]: j is an ancestor of k (k included)
+    ancestors[:, 0, 0] = True
+    for k in range(1, H):  # parents[:, k] < k: their depth and ancestors are already known
+        depth[:, k] = depth[rows, parents[:, k]] + 1
+        ancestors[:, k] = ancestors[rows, parents[:, k]]
+        ancestors[:, k, k] = True
+    powers = np.empty((B, H, d, d))  # powers[b, t] = π_b^t
+    powers[:, 0] = np.eye(d)
     for t in range(1, H):
-        powers[t] = powers[t - 1] @ kernel
-    laws = np.einsum("ix,hxy->ihy", inits, powers[depth])  # (I, H, d): law of every position
+        powers[:, t] = powers[:, t - 1] @ kernels
+    laws = np.einsum("bix,bhxy->bihy", inits, powers[rows[:, None], depth])  # (B, I, H, d)
 
-    h, h_prime = np.tril_indices(H, k=-1)  # all h' < h
-    keep = h_prime != parents[h]
-    h, h_prime = h[keep], h_prime[keep]
-    parent = parents[h]  # (P,)
-    common = ancestors[h_prime] & ancestors[parent]  # (P, H)
-    lca = H - 1 - np.argmax(common[:, ::-1], axis=1)  # deepest common ancestor = largest index
-    up = powers[depth[h_prime] - depth[lca]]  # (P, d, d): x_c -> x_{h'}
-    down = powers[depth[parent] - depth[lca]]  # (P, d, d): x_c -> x_pa
-    I, P = inits.shape[0], h.size
-    joint_candidate_parent = np.einsum("pza,ipz,pzb->ipab", up, laws[:, lca], down).reshape(I * P, d, d)
-    joint_candidate_child = joint_candidate_parent @ kernel  # (I·P, d, d)
-    parent_law = laws[:, parent].reshape(I * P, d)  # (I·P, d)
-    joint_parent_child = parent_law[:, :, None] * kernel[None]  # (I·P, d, d)
+    h, h_prime = np.tril_indices(H, k=-1)  # (P,) all h' < h
+    parent = parents[:, h]  # (B, P)
+    common = ancestors[:, h_prime] & ancestors[rows[:, None], parent]  # (B, P, H)
+    lca = H - 1 - np.argmax(common[..., ::-1], axis=-1)  # (B, P): the deepest common ancestor = largest index
+    r = rows[:, None]
+    up = powers[r, depth[:, h_prime] - depth[r, lca]]  # (B, P, d, d): x_c -> x_{h'}
+    down = powers[r, depth[r, parent] - depth[r, lca]]  # (B, P, d, d): x_c -> x_pa
+    law_c = laws[r, :, lca]  # (B, P, I, d)
+    joint_candidate_parent = np.einsum("bpza,bpiz,bpzc->bipac", up, law_c, down)  # (B, I, P, d, d)
+    joint_candidate_child = joint_candidate_parent @ kernels[:, None, None]  # (B, I, P, d, d)
+    parent_law = np.swapaxes(laws[r, :, parent], 1, 2)  # (B, I, P, d)
+    joint_parent_child = parent_law[..., :, None] * kernels[:, None, None]  # (B, I, P, d, d)
 
-    mi_candidate = _mutual_information(joint_candidate_child)
+    mi_candidate = _mutual_information(joint_candidate_child)  # (B, I, P)
     mi_parent = _mutual_information(joint_parent_child)
     # below MI_FLOOR the rounding of I (absolute ~1e-17 per cell) would dominate the ratio: undefined there
     ratio = np.divide(mi_candidate, mi_parent, out=np.full_like(mi_candidate, np.nan), where=mi_parent > MI_FLOOR)
-    channel = np.swapaxes(joint_candidate_parent, -1, -2)  # (I·P, d_pa, d_h'): P(x_pa = b, x_h' = a)
-    channel = np.divide(channel, parent_law[:, :, None], out=np.full_like(channel, 1.0 / d),
-                        where=parent_law[:, :, None] > 0)  # rows of unreachable parent states: uniform
+    channel = np.swapaxes(joint_candidate_parent, -1, -2)  # (B, I, P, d_pa, d_h'): P(x_pa = b, x_h' = a)
+    channel = np.divide(channel, parent_law[..., :, None], out=np.full_like(channel, 1.0 / d),
+                        where=parent_law[..., :, None] > 0)  # rows of unreachable parent states: uniform
     return {
-        "h": np.tile(h, I), "h_prime": np.tile(h_prime, I), "parent": np.tile(parent, I),
-        "ancestor": np.tile(lca == h_prime, I), "init_index": np.repeat(np.arange(I), P),
+        "h": h, "h_prime": h_prime, "parent": parent, "ancestor": lca == h_prime[None, :],
+        "candidate": parent != h_prime[None, :],
         "joint_candidate_child": joint_candidate_child, "joint_parent_child": joint_parent_child,
         "joint_candidate_parent": joint_candidate_parent, "parent_law": parent_law, "channel": channel,
         "mi_candidate": mi_candidate, "mi_parent": mi_parent, "ratio": ratio,
-        "eta_chi2": _eta_chi2(parent_law, channel) if P else np.zeros(0),
-        "dobrushin_channel": _dobrushin(channel) if P else np.zeros(0),
-        "dobrushin": float(_dobrushin(kernel)), "doeblin": float(1.0 - d * kernel.min()),
+        "eta_chi2": _eta_chi2(parent_law, channel), "dobrushin_channel": _dobrushin(channel),
+        "dobrushin": _dobrushin(kernels), "doeblin": 1.0 - d * kernels.min(axis=(1, 2)),
     }
 
 
@@ -351,76 +379,89 @@ def lemma3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = LEMMA3_RAN
     from tqdm import tqdm
 
     result = SweepResult("lemma3")
+    groups: dict[tuple[int, int], list] = {}  # instances of equal (d, H) are evaluated as one batch
     for index in tqdm(range(start, stop), disable=quiet, desc="lemma3 sweep"):
         instance = draw_instance(_item_rng(seed, _LEMMA3_TAG, index), ranges, kernel)
-        inits = (stationary_distribution(instance["kernel"]), instance["init"])  # in the order of INIT_KINDS
-        stacked = lemma3_pairs(instance["kernel"], instance["parents"], np.stack(inits))
-        _score_lemma3_pairs(result, stacked, instance["kernel"], instance["parents"], (None, inits[1]), index,
-                            compute_sdpi)
+        instance["index"] = index
+        groups.setdefault((instance["d"], instance["H"]), []).append(instance)
+    for _, members in sorted(groups.items()):
+        for first in range(0, len(members), _LEMMA3_BATCH):
+            _score_lemma3_batch(result, members[first:first + _LEMMA3_BATCH], compute_sdpi)
     return result
 
 
-def _score_lemma3_pairs(result, pairs, kernel, parents, inits, index, compute_sdpi) -> None:
-    """Add one instance's pairs (both μ₀ stacked, ``pairs["init_index"]`` = position in INIT_KINDS)."""
-    n = pairs["h"].size
-    if not n:
-        return
-    kinds = pairs["init_index"]
-    by_kind = [kinds == i for i in range(len(INIT_KINDS))]
-    defined = np.isfinite(pairs["ratio"])
-    ratio = np.where(defined, pairs["ratio"], 0.0)
-    # rounding of I(x_h; x_pa) (absolute ~1e-16 per term) moves the ratio by ~1e-15 / I(x_h; x_pa)
-    tolerance = VIOLATION_RTOL + 1e-14 / np.where(defined, pairs["mi_parent"], 1.0)
-    alphas = {"dobrushin_channel": pairs["dobrushin_channel"], "eta_chi2": pairs["eta_chi2"],
-              "dobrushin": np.full(n, pairs["dobrushin"]), "doeblin": np.full(n, pairs["doeblin"])}
-    if compute_sdpi:  # η_KL ≥ η_χ², so the numerical η_KL is only needed where the ratio is above η_χ²
-        sdpi = pairs["eta_chi2"].copy()
-        needed = np.flatnonzero(defined & (ratio > pairs["eta_chi2"]))
-        sdpi[needed] = sdpi_coefficients(pairs, needed)
-        result.add("sdpi_computed", needed.size)
-        alphas["sdpi"] = sdpi
-    result.add("pairs", n)
-    result.add("pairs/ancestor", int(pairs["ancestor"].sum()))
-    result.add("degenerate", int((~defined).sum()))
-    for i, kind in enumerate(INIT_KINDS):
-        result.add(f"{kind}/pairs", int(by_kind[i].sum()))
+#: Instances per vectorised batch (bounds memory: B·I·P·d² floats per array, ~1 MB at d = 5, H = 10).
+_LEMMA3_BATCH = 64
 
-    def make(p, alpha_name=None):
-        kind = int(kinds[p])
-        return lambda: instance_record(
-            "lemma3", kernel, parents, inits[kind], h=int(pairs["h"][p]), h_prime=int(pairs["h_prime"][p]),
-            alpha=alpha_name or "dobrushin", ratio=float(ratio[p]), relation=_relation(pairs, p),
-            instance_index=int(index), init_kind=INIT_KINDS[kind])
+
+def _score_lemma3_batch(result: SweepResult, members: list, compute_sdpi: bool) -> None:
+    """Add a batch of instances of one (d, H), each under both μ₀ of INIT_KINDS (stationary, drawn)."""
+    kernels = np.stack([m["kernel"] for m in members])  # (B, d, d)
+    inits = np.stack([np.stack([stationary_distribution(m["kernel"]), m["init"]]) for m in members])  # (B, 2, d)
+    batch = lemma3_pairs_batch(kernels, np.stack([m["parents"] for m in members]), inits)
+    B, I, P = batch["ratio"].shape
+    candidate = np.broadcast_to(batch["candidate"][:, None, :], (B, I, P))
+    ancestor = np.broadcast_to(batch["ancestor"][:, None, :], (B, I, P))
+    defined = candidate & np.isfinite(batch["ratio"])
+    ratio = np.where(defined, batch["ratio"], 0.0)
+    # rounding of I(x_h; x_pa) (absolute ~1e-16 per term) moves the ratio by ~1e-15 / I(x_h; x_pa)
+    tolerance = VIOLATION_RTOL + 1e-14 / np.where(defined, batch["mi_parent"], 1.0)
+    alphas = {"dobrushin_channel": batch["dobrushin_channel"], "eta_chi2": batch["eta_chi2"],
+              "dobrushin": np.broadcast_to(batch["dobrushin"][:, None, None], (B, I, P)),
+              "doeblin": np.broadcast_to(batch["doeblin"][:, None, None], (B, I, P))}
+    if compute_sdpi:  # η_KL ≥ η_χ², so the numerical η_KL is only needed where the ratio is above η_χ²
+        sdpi = batch["eta_chi2"].copy()
+        needed = defined & (ratio > batch["eta_chi2"])
+        flat = {k: batch[k][needed] for k in ("joint_parent_child", "parent_law", "channel")}
+        sdpi[needed] = sdpi_coefficients(flat, np.arange(int(needed.sum())))
+        result.add("sdpi_computed", int(needed.sum()))
+        alphas["sdpi"] = sdpi
+    result.add("pairs", int(candidate.sum()))
+    result.add("pairs/ancestor", int((candidate & ancestor).sum()))
+    result.add("degenerate", int((candidate & ~defined).sum()))
+    for i, kind in enumerate(INIT_KINDS):
+        result.add(f"{kind}/pairs", int(candidate[:, i].sum()))
+    indices = np.array([m["index"] for m in members])
 
     def offer_largest(key: str, values: np.ndarray, valid: np.ndarray, alpha_name=None) -> None:
-        # one offer per (instance, μ₀): the first pair attaining its largest value
-        for i, kind in enumerate(INIT_KINDS):
-            masked = np.where(valid & by_kind[i], values, -np.inf)
-            p = int(np.argmax(masked))
-            if np.isfinite(masked[p]):
-                result.offer(key, masked[p], (index, kind, p), make(p, alpha_name))
+        # the batch's best entry (ties: the smallest (instance, μ₀ name, pair) key, as Worst.offer orders them)
+        masked = np.where(valid, values, -np.inf)
+        best = masked.max() if masked.size else -np.inf
+        if not np.isfinite(best):
+            return
+        ties = np.argwhere(masked == best)
+        b, i, p = min(ties, key=lambda t: (indices[t[0]], INIT_KINDS[t[1]], t[2]))
+        member = members[b]
+
+        def make():
+            return instance_record(
+                "lemma3", member["kernel"], member["parents"], None if i == 0 else member["init"],
+                h=int(batch["h"][p]), h_prime=int(batch["h_prime"][p]), alpha=alpha_name or "dobrushin",
+                ratio=float(ratio[b, i, p]), relation="ancestor" if ancestor[b, i, p] else "non-ancestor",
+                instance_index=int(member["index"]), init_kind=INIT_KINDS[i])
+
+        result.offer(key, best, (int(member["index"]), INIT_KINDS[i], int(p)), make)
 
     offer_largest("ratio", ratio, defined)
     result.histogram("ratio", ratio[defined])
     for name, alpha in alphas.items():
         violated = defined & (ratio > alpha + tolerance)
         result.add(f"violations/{name}", int(violated.sum()))
-        result.add(f"violations/{name}/ancestor", int((violated & pairs["ancestor"]).sum()))
+        result.add(f"violations/{name}/ancestor", int((violated & ancestor).sum()))
         for i, kind in enumerate(INIT_KINDS):
-            result.add(f"{kind}/violations/{name}", int((violated & by_kind[i]).sum()))
+            result.add(f"{kind}/violations/{name}", int(violated[:, i].sum()))
         offer_largest(f"excess/{name}", ratio - alpha, defined, name)
         result.histogram(f"ratio_over_alpha/{name}", ratio[defined] / np.maximum(alpha[defined], 1e-300))
         if defined.any():
             result.maximum(f"alpha_max/{name}", float(alpha[defined].max()))
-    # the MIs here are the foundation-independent ones of lemma3_pairs; tests compare them with dit
-    terms = _lemma4_terms(kernel, pairs["joint_parent_child"], pairs["joint_candidate_child"], pairs["mi_parent"],
-                          pairs["mi_candidate"])
-    gap = np.atleast_1d(terms["lhs"])
-    error = np.abs(gap - np.atleast_1d(terms["rhs"]))
-    result.add("lemma4/nonpositive_gap", int((gap <= 0).sum()))
-    everywhere = np.ones(n, dtype=bool)
-    offer_largest("lemma4/identity_error", error, everywhere)
-    offer_largest("lemma4/negative_gap", -gap, everywhere)
+    # the MIs here are the foundation-independent ones of lemma3_pairs_batch; tests compare them with dit
+    terms = _lemma4_terms(kernels[:, None, None], batch["joint_parent_child"], batch["joint_candidate_child"],
+                          batch["mi_parent"], batch["mi_candidate"])
+    gap = terms["lhs"]
+    error = np.abs(gap - terms["rhs"])
+    result.add("lemma4/nonpositive_gap", int((candidate & (gap <= 0)).sum()))
+    offer_largest("lemma4/identity_error", error, candidate)
+    offer_largest("lemma4/negative_gap", -gap, candidate)
 
 
 def _relation(pairs: dict, p: int) -> str:
