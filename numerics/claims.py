@@ -39,9 +39,9 @@ from scipy.special import rel_entr, xlogy
 
 from numerics._validate import check_init, check_joint, check_kernel, check_parents, check_positive_int
 from numerics.contraction import _dobrushin, _eta_chi2, kl_contraction_batch
-from numerics.estimators import Estimate, mean_estimate, mutual_information_estimate, mutual_information_ratio_estimate
+from numerics.estimators import mean_estimate, mutual_information_estimate, mutual_information_ratio_estimate
 from numerics.gradient import chi2_gain, init_gradient
-from numerics.information import chi2_mutual_information, depths, dobrushin_coefficient, mutual_information
+from numerics.information import chi2_mutual_information, mutual_information
 from numerics.task import random_kernel, random_parents, sample_chains, stationary_distribution
 
 #: Documented ranges of the random instances (SPEC §4 asks for d, H, ε over documented ranges).

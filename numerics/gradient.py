@@ -16,7 +16,7 @@ import numpy as np
 
 from numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_rng
 from numerics.enumeration import MAX_SEQUENCES, all_sequences, sequence_log_likelihood
-from numerics.estimators import Estimate, mean_estimate
+from numerics.estimators import mean_estimate
 from numerics.information import marginal, pairwise_joint
 from numerics.task import sample_chains
 

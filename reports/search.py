@@ -26,7 +26,6 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import target as hypothesis_target
-from hypothesis import strategies as st
 
 from numerics import strategies as bst
 from numerics.claims import (LEMMA3_CANDIDATES, TIE_ATOL, VIOLATION_RTOL, instance_record, lemma3_check_pair,
