@@ -21,7 +21,7 @@ from reports.core import CheckContext, CheckOutcome, Table, jsonable, verdict_fr
 from reports.search import KNOWN_COUNTEREXAMPLES, check_instance, run_search
 
 SIZES = {
-    "quick": {"posterior_contexts": 30, "prop1_draws": 200, "lemma3_instances": 150, "lemma3_chunk": 50,
+    "quick": {"posterior_contexts": 30, "prop1_draws": 200, "lemma3_instances": 400, "lemma3_chunk": 100,
               "mc_instances": 4, "mc_samples": 20_000, "thm2_blocks": 2, "thm3_instances": 60, "thm3_chunk": 30,
               "thm3_mc_samples": 100_000},
     "full": {"posterior_contexts": 200, "prop1_draws": 2000, "lemma3_instances": 5000, "lemma3_chunk": 250,
