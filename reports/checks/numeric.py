@@ -12,7 +12,7 @@ import numpy as np
 # editable install), unlike attribute access on the package
 from numerics.bma import parent_posterior
 from numerics.task import random_kernel, random_parents, sample_chains
-from numerics.claims import (INIT_KINDS, LEMMA3_RANGES, THM3_RANGES, HISTOGRAM_EDGES, lemma3_monte_carlo, lemma3_pairs,
+from numerics.claims import (INIT_KINDS, LEMMA3_RANGES, MI_FLOOR, THM3_RANGES, HISTOGRAM_EDGES, lemma3_monte_carlo, lemma3_pairs,
                              lemma3_sweep_chunk, lemma4_monte_carlo, merge_sweeps, prop1_shift_effects,
                              thm2_error_rates, thm3_monte_carlo, thm3_sweep_chunk)
 from numerics.enumeration import brute_force_parent_posterior
@@ -149,6 +149,12 @@ def lemma3_strict_dpi_exact(ctx: CheckContext) -> CheckOutcome:
     result = _lemma3_sweep(ctx)
     counts, worst = result.counts, result.worst
     pairs = counts["pairs"]
+    if "ratio" not in worst:  # only a zero-information (user) kernel gets here: I(x_h; x_pa) = 0 everywhere
+        return CheckOutcome(
+            verdict="inconclusive", measured={"pairs": pairs, "degenerate_pairs": counts.get("degenerate", 0)},
+            threshold="I(x_h; x_pa) > 0 for some pair",
+            summary=f"All {pairs} pairs have I(x_h; x_pa) ≤ {MI_FLOOR:g}: the kernel carries no information, so "
+                    "the ratio is undefined.")
     violations = {name: counts.get(f"violations/{name}", 0) for name in CANDIDATE_LABELS}
     # counterexamples found earlier by the search (reports.search), re-checked from scratch on every report
     known = [check_instance(instance) for instance in KNOWN_COUNTEREXAMPLES]
@@ -248,9 +254,15 @@ def lemma3_strict_dpi_monte_carlo(ctx: CheckContext) -> CheckOutcome:
         # the closest call, where a Monte Carlo verdict is hardest
         d = int(rng.integers(2, 5))
         kernel = random_kernel(d, alpha=0.5, eps=float(rng.uniform(0.02, 0.1) / d), rng=rng)
+        if ctx.options.get("kernel") is not None:  # bma-verify check lemma3-strict-dpi --kernel FILE
+            kernel = np.asarray(ctx.options["kernel"], dtype=np.float64)
+            d = kernel.shape[0]
         parents = random_parents(int(rng.integers(3, 8)), rng=rng)
         init = None if i % 2 == 0 else rng.dirichlet(np.ones(d))
         pairs = lemma3_pairs(kernel, parents, init)
+        if not np.isfinite(pairs["ratio"]).any():  # x_h carries no information about its parent: no ratio
+            verdicts.append("inconclusive")
+            continue
         closest = int(np.nanargmax(pairs["ratio"]))
         h, h_prime = int(pairs["h"][closest]), int(pairs["h_prime"][closest])
         out = lemma3_monte_carlo(kernel, parents, h, h_prime, n, rng=rng, init=init)
@@ -269,7 +281,7 @@ def lemma3_strict_dpi_monte_carlo(ctx: CheckContext) -> CheckOutcome:
     verdict = "fail" if "fail" in verdicts else ("pass" if all(v == "pass" for v in verdicts) else "inconclusive")
     return CheckOutcome(
         verdict=verdict,
-        measured={"instances": len(verdicts), "samples": n, "interval_coverage_of_exact": covered / total,
+        measured={"instances": len(verdicts), "samples": n, "interval_coverage_of_exact": covered / max(total, 1),
                   "instance_verdicts": verdicts},
         threshold="Miller–Madow ratio interval (95%) below the Doeblin α = 1 − d·min π",
         summary=f"{len(verdicts)} instances × {n} chains: 95% intervals contained the exact I and ratio in "
