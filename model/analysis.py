@@ -10,9 +10,9 @@ import torch
 
 import numerics
 from model.construction import bma_construction
-from numerics.gradient import init_gradient, init_gradient_samples
 from model.structured import StructuredTransformer
 from model.train import model_outputs
+from numerics.gradient import init_gradient, init_gradient_samples
 
 
 def construction_errors_vs_beta(kernel, context, query, betas) -> dict:

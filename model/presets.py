@@ -64,7 +64,7 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
                                     batch_size=128 if quick else 256, eval_every=100,
                                     eval_contexts=512 if quick else 2048, **disentangled)}
     else:
-        common = dict(d=5, H=10, L=10, steps=400 if quick else 2000, batch_size=128 if quick else 256,
+        common = dict(d=5, H=10, L=10, steps=300 if quick else 2000, batch_size=128 if quick else 256,
                       eval_every=100, eval_contexts=1024 if quick else 4096, **base)
         runs = {"absolute": TrainConfig(model="absolute", K=24, output=output, **common),
                 "standard": TrainConfig(model="standard", K=8, lr=0.003, width=64, **common)}
