@@ -9,8 +9,9 @@ same as having L' examples (one model serves every L' <= L).
   position h to token (l', h') is β (w_L[k, L − l'] + w_H[k, h − h']), with the query example's positions
   >= h masked (no leakage of x_h). Value = the key's vector. Output v_h = [v^1_h, …, v^K_h], (K, d).
   ``copier="learned"`` trains w_L, w_H from the construction (w_L[k, k+1] = w_H[0] = 1); ``copier="exact"``
-  is its β → ∞ limit (v^k_h = x^{L+1−k}_h, no parameters), which the quick report tier uses on 2 CPU cores:
-  Proposition 2 is about the selector's score family, and the copier is exact in that limit either way.
+  is its β → ∞ limit (v^k_h = x^{L+1−k}_h, no parameters), which the report's checks use (2 CPU cores):
+  Proposition 2 is about the selector's score family, and the copier is exact in that limit either way. The
+  ``ds`` preset trains the learned copier.
 * Layer 2, the **selector** over h' < h of the query example, one of
   ``bilinear``: score = Σ_k v^{kᵀ}_{h'} W v^k_h (one d×d block W shared by the slots, as in SPEC.md §3);
   ``key-norm``: the same plus c Σ_k ‖v^k_{h'}‖², the key-only quadratic term of the exact posterior;
