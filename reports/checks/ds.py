@@ -281,7 +281,8 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
                f"{max(kn['gap']):.4f}, bilinear {max(bil['gap']):.4f} (small-L' lower bound "
                f"{bilinear_gap_small:.4f}, {bil['gap'][-1]:.4f} at L'={L_values[-1]}), FFN {max(ffn['gap']):.4f}"
                f"{'' if ffn_closing is None else f' (within {GAP_TOL} from L={ffn_closing})'}, below the best "
-               f"bilinear W at L' in {ffn_below_bilinear or 'none'}; training "
+               f"bilinear W at L' in {ffn_below_bilinear or 'none'}, its squared error "
+               f"{np.mean(ffn['mse_excess']):.4f} above BMA's on average after {s['steps']} steps; training "
                f"{'converged' if converged else 'NOT converged'} (bilinear control within "
                f"{max(np.abs(control_distance)):.4f} of its family's optimum).")
     instance = None
