@@ -26,6 +26,7 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import target as hypothesis_target
+from hypothesis import strategies as st
 
 from numerics import strategies as bst
 from numerics.claims import (LEMMA3_CANDIDATES, TIE_ATOL, VIOLATION_RTOL, instance_record, lemma3_check_pair,
@@ -49,6 +50,14 @@ KNOWN_COUNTEREXAMPLES = (
     {"target": "lemma3", "kernel": [[0.22, 0.78], [0.0005, 0.9995]], "parents": [-1, 0, 1],
      "init": [0.032, 0.968], "h": 2, "h_prime": 0, "alpha": "dobrushin",
      "found_by": "grid scan of binary chains x_0 -> x_1 -> x_2 with non-stationary init"},
+    # Theorem 3, exact π̄ form: ``bma-verify search thm3 --seed 2 --budget 1000`` shrank to this chain
+    # x_0 → x_1 → x_2 → x_3 with μ₀ = e_0; moving μ₀ to (0.9, 0.05, 0.05) keeps the violation: at h = 3 the
+    # expected init gradients are (0.0436, −0.0821, 0.0385), so x_0 beats the true parent x_2, while the J form
+    # ranks the parent first and the stationary μ₀ gives the parent a clear lead (margin 0.084).
+    {"target": "thm3", "kernel": [[0.015625, 0.96875, 0.015625], [0.015625, 0.015625, 0.96875],
+                                  [0.015625, 0.6510416666666666, 0.3333333333333333]],
+     "parents": [-1, 0, 1, 2], "init": [0.9, 0.05, 0.05], "h": 3, "form": "exact",
+     "found_by": "bma-verify search thm3 --seed 2 --budget 1000, then μ₀ moved from e_0 to full support"},
 )
 
 
@@ -96,11 +105,26 @@ def _lemma3_worst_pair(kernel, parents, init, alpha) -> dict | None:
             "relation": "ancestor" if pairs["ancestor"][p] else "non-ancestor"}
 
 
-def _instances(max_d: int, max_H: int, min_eps: float):
-    return bst.instances(min_d=2, max_d=max_d, min_H=3, max_H=max_H, min_eps=min_eps)
+INIT_MODES = ("any", "stationary", "full-support")
+#: Smallest mass of every state of μ₀ in the "full-support" mode.
+FULL_SUPPORT_MASS = 0.02
 
 
-def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=None) -> dict:
+def _instances(max_d: int, max_H: int, min_eps: float, init: str):
+    """(kernel, parents, init) with μ₀ stationary (None), drawn with full support, or either (``init="any"``,
+    where shrinking may reach point masses)."""
+    if init == "any":
+        return bst.instances(min_d=2, max_d=max_d, min_H=3, max_H=max_H, min_eps=min_eps)
+    kernels = bst.kernels(min_d=2, max_d=max_d, min_eps=min_eps)
+    trees = bst.parent_trees(min_H=3, max_H=max_H)
+    if init == "stationary":
+        return st.tuples(kernels, trees, st.none())
+    return kernels.flatmap(lambda k: st.tuples(st.just(k), trees,
+                                               bst.init_distributions(k.shape[0], min_mass=FULL_SUPPORT_MASS)))
+
+
+def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=None, init: str = "any",
+               form: str = "exact") -> dict:
     """Search for a counterexample to ``target`` ("lemma3" or "thm3") with at most ``budget`` examples.
 
     Parameters
@@ -112,6 +136,9 @@ def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=No
     seed : Hypothesis seed (the search is deterministic for a given seed and budget).
     quiet : suppress Hypothesis' own output.
     alpha : Lemma 3 only: a candidate name (default "dobrushin") or a number (a planted constant α).
+    init : which μ₀ to search over: "any" (stationary or any law, point masses included), "stationary", or
+        "full-support" (every state has mass ≥ FULL_SUPPORT_MASS).
+    form : Theorem 3 only: "exact" (π̄ in the denominator) or "approximate" (the J form).
 
     Returns
     -------
@@ -126,6 +153,10 @@ def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=No
         raise ValueError(f"budget must be a positive integer number of examples; got {budget!r}")
     if target == "thm3" and alpha is not None:
         raise ValueError("alpha applies to the lemma3 search only")
+    if form not in ("exact", "approximate"):
+        raise ValueError(f"form must be 'exact' or 'approximate'; got {form!r}")
+    if init not in INIT_MODES:
+        raise ValueError(f"init must be one of {', '.join(INIT_MODES)}; got {init!r}")
     alpha = _check_alpha(alpha) if target == "lemma3" else None
     state = {"examples": 0, "closest": None, "closest_score": -math.inf, "failure": None}
 
@@ -134,18 +165,18 @@ def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=No
             state["closest_score"], state["closest"] = score, make_instance()
 
     if target == "lemma3":
-        strategy = _instances(max_d=4, max_H=7, min_eps=1e-3)
+        strategy = _instances(max_d=4, max_H=7, min_eps=1e-3, init=init)
 
         def property_(instance) -> None:
-            kernel, parents, init = instance
+            kernel, parents, mu0 = instance
             state["examples"] += 1
-            worst = _lemma3_worst_pair(kernel, parents, init, alpha)
+            worst = _lemma3_worst_pair(kernel, parents, mu0, alpha)
             if worst is None:
                 return
             hypothesis_target(worst["excess"], label="ratio - alpha")
 
             def make():
-                return instance_record("lemma3", kernel, parents, init, h=worst["h"], h_prime=worst["h_prime"],
+                return instance_record("lemma3", kernel, parents, mu0, h=worst["h"], h_prime=worst["h_prime"],
                                        alpha=alpha, ratio=worst["ratio"], alpha_value=worst["alpha_value"],
                                        relation=worst["relation"])
 
@@ -154,20 +185,20 @@ def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=No
                 state["failure"] = make()
                 raise _Violation(json.dumps(state["failure"]))
     else:
-        strategy = _instances(max_d=4, max_H=6, min_eps=1e-3)  # d^H <= 4096 configurations to enumerate
+        strategy = _instances(max_d=4, max_H=6, min_eps=1e-3, init=init)  # d^H <= 4096 configurations
 
         def property_(instance) -> None:
-            kernel, parents, init = instance
+            kernel, parents, mu0 = instance
             state["examples"] += 1
             worst, worst_relative = None, math.inf
             for h in range(2, parents.shape[0]):
-                out = thm3_check_position(kernel, parents, h, init)
-                spread = float(np.abs(out["exact"]).max())
-                if abs(out["margin_exact"]) <= TIE_ATOL * max(1.0, spread):
-                    continue  # a tie (zero-information kernel), not a violation
+                out = thm3_check_position(kernel, parents, h, mu0)
+                spread = float(np.abs(out[form]).max())
+                if abs(out[f"margin_{form}"]) <= TIE_ATOL * max(1.0, spread) or out["i_chi2"] <= TIE_ATOL:
+                    continue  # a tie, or a parent that carries no information about x_h: not a violation
                 # the margin relative to the gradients' size: near-zero-information kernels have tiny margins
                 # that say nothing, so the search is steered by the relative margin
-                relative = out["margin_exact"] / spread
+                relative = out[f"margin_{form}"] / spread
                 if relative < worst_relative:
                     worst, worst_relative = out, relative
             if worst is None:
@@ -175,11 +206,11 @@ def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=No
             hypothesis_target(-worst_relative, label="-relative margin")
 
             def make():
-                return instance_record("thm3", kernel, parents, init, h=worst["h"], form="exact",
-                                       margin=worst["margin_exact"], relative_margin=worst_relative)
+                return instance_record("thm3", kernel, parents, mu0, h=worst["h"], form=form,
+                                       margin=worst[f"margin_{form}"], relative_margin=worst_relative)
 
             record(-worst_relative, make)
-            if worst["margin_exact"] < 0:
+            if worst[f"margin_{form}"] < 0:
                 state["failure"] = make()
                 raise _Violation(json.dumps(state["failure"]))
 
@@ -201,7 +232,7 @@ def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=No
     else:
         what = "largest ratio − α" if target == "lemma3" else "largest −margin / max|gradient|"
         message = f"no counterexample in {budget} examples; closest call: {what} = {state['closest_score']:.3g}"
-    return {"target": target, "budget": budget, "seed": seed, "alpha": alpha, "found": found,
+    return {"target": target, "budget": budget, "seed": seed, "alpha": alpha, "init": init, "found": found,
             "examples": state["examples"], "instance": counterexample,
             "check": check_instance(counterexample) if found else None, "closest": closest, "message": message}
 
@@ -246,8 +277,10 @@ def check_instance(instance: dict) -> dict:
     margin = out[f"margin_{form}"]
     scale = max(1.0, float(np.abs(out[form]).max()))
     tie = abs(margin) <= TIE_ATOL * scale
-    holds = tie or margin > 0
-    return {"target": target, "holds": bool(holds), "tie": bool(tie), "form": form, "h": h,
+    uninformative = out["i_chi2"] <= TIE_ATOL  # x_pa carries no information about x_h: no parent can be found
+    holds = tie or uninformative or margin > 0
+    return {"target": target, "holds": bool(holds), "tie": bool(tie), "uninformative_parent": bool(uninformative),
+            "i_chi2_parent": out["i_chi2"], "form": form, "h": h,
             "parent": out["parent"], "margin_exact": out["margin_exact"],
             "margin_approximate": out["margin_approximate"], "exact": out["exact"].tolist(),
             "approximate": out["approximate"].tolist(), "verdict": "pass" if holds else "fail",

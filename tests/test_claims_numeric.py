@@ -220,7 +220,11 @@ def test_every_registered_numeric_check_runs_and_a_planted_bug_fails_its_check(t
                 outcome = check.resolve()(ctx)
                 json.dumps(jsonable({"measured": outcome.measured, "instance": outcome.instance,
                                      "threshold": outcome.threshold}))
-                assert outcome.verdict in ("pass", "inconclusive"), (check.function, outcome.summary)
+                if check.function.endswith(":thm3_init_gradient_exact"):
+                    # a finding, not a bug: the stored non-stationary counterexample fails the exact π̄ form
+                    assert outcome.verdict == "fail" and outcome.instance["target"] == "thm3"
+                else:
+                    assert outcome.verdict in ("pass", "inconclusive"), (check.function, outcome.summary)
 
     original = claims_module._lemma4_terms
 

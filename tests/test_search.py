@@ -124,3 +124,25 @@ def test_chain_counterexample_to_dobrushin_is_far_from_rounding():
     assert ratio > 2.5 * nm.dobrushin_coefficient(kernel)
     assert not check_instance(instance)["holds"]
     assert check_instance(dict(instance, alpha="doeblin"))["holds"]
+
+
+def test_thm3_exact_form_counterexample_is_confirmed_by_finite_differences():
+    # the stored Theorem 3 counterexample, recomputed by the brute-force finite-difference derivative of the
+    # real loss (tests/test_gradient.py, no closed form): a non-parent candidate has the larger expected
+    # gradient under this non-stationary μ₀, the parent leads under the stationary law, and the J form
+    # (exact, from pairwise joints) still ranks the parent first
+    from numerics.gradient import chi2_gain
+    from reports.search import KNOWN_COUNTEREXAMPLES
+    from tests.test_gradient import brute_force_init_gradient
+
+    instance = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3")
+    kernel, parents, init = (np.array(instance[k]) for k in ("kernel", "parents", "init"))
+    h = instance["h"]
+    gradient = brute_force_init_gradient(kernel, parents, h, init)
+    others = np.delete(gradient, parents[h])
+    assert others.max() - gradient[parents[h]] > 1e-3  # far above the finite-difference error (~1e-10)
+    stationary = brute_force_init_gradient(kernel, parents, h, None)
+    assert stationary[parents[h]] > np.delete(stationary, parents[h]).max()
+    gain = chi2_gain(kernel, parents, h, init)
+    assert gain[parents[h]] > np.delete(gain, parents[h]).max()
+    assert not check_instance(instance)["holds"]

@@ -157,7 +157,8 @@ def lemma3_strict_dpi_exact(ctx: CheckContext) -> CheckOutcome:
                     "the ratio is undefined.")
     violations = {name: counts.get(f"violations/{name}", 0) for name in CANDIDATE_LABELS}
     # counterexamples found earlier by the search (reports.search), re-checked from scratch on every report
-    known = [check_instance(instance) for instance in KNOWN_COUNTEREXAMPLES]
+    stored = [i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "lemma3"]
+    known = [check_instance(instance) for instance in stored]
     broken_by_known = {k["alpha"] for k in known if not k["holds"]}
     searches = {}
     if ctx.full:  # an active search for counterexamples to the two uniform candidates
@@ -210,7 +211,7 @@ def lemma3_strict_dpi_exact(ctx: CheckContext) -> CheckOutcome:
                                     if violations[name]},
                 "tightest_holding_candidate": tightest, "tightest_uniform_candidate": tightest_uniform,
                 "sdpi_evaluations": counts.get("sdpi_computed", 0),
-                "known_counterexamples": [{"instance": i, "check": k} for i, k in zip(KNOWN_COUNTEREXAMPLES, known)],
+                "known_counterexamples": [{"instance": i, "check": k} for i, k in zip(stored, known)],
                 "searches": searches, "findings": findings,
                 "ranges": LEMMA3_RANGES if ctx.options.get("kernel") is None else "user kernel; H and μ₀ as in ranges"}
     summary = (f"{pairs} (kernel, tree, μ₀, pair) checks, stationary and non-stationary μ₀: largest exact ratio "
@@ -222,11 +223,11 @@ def lemma3_strict_dpi_exact(ctx: CheckContext) -> CheckOutcome:
         summary += f" (η_χ² is exceeded in {violations['eta_chi2']} pairs, as expected: η_KL ≥ η_χ².)"
     if violations["dobrushin"]:
         summary += f" Finding: δ(π) violated in {violations['dobrushin']} sweep pairs (measured.counterexamples)."
-    for stored, k in zip(KNOWN_COUNTEREXAMPLES, known):
+    for stored_instance, k in zip(stored, known):
         if not k["holds"]:
-            summary += (f" Finding (stored counterexample from a {stored['found_by'].split(' ')[0]} "
-                        f"{'search' if 'search' in stored['found_by'] else 'scan'}, re-checked): {k['summary']}; "
-                        f"μ₀ {'stationary' if stored['init'] is None else 'non-stationary'}.")
+            source = "search" if "search" in stored_instance["found_by"] else "scan"
+            summary += (f" Finding (stored counterexample from a {source}, re-checked): {k['summary']}; "
+                        f"μ₀ {'stationary' if stored_instance['init'] is None else 'non-stationary'}.")
     if broken_by_known:
         summary += " So δ(π) is not a valid α for ancestor pairs under a non-stationary μ₀."
     for name, found in searches.items():
@@ -403,12 +404,19 @@ def thm3_init_gradient_exact(ctx: CheckContext) -> CheckOutcome:
     violations = {form: counts.get(f"violations/{form}", 0) for form in ("exact", "approximate")}
     ties = {form: counts.get(f"ties/{form}", 0) for form in ("exact", "approximate")}
     identity = result.worst["chi2_identity_error"].value
-    failed = any(violations.values()) or identity > 1e-10
+    # counterexamples found earlier by the search (reports.search), re-checked from scratch on every report
+    stored = [i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3"]
+    known = [check_instance(i) for i in stored]
+    known_failures = [(i, k) for i, k in zip(stored, known) if not k["holds"]]
+    failed = any(violations.values()) or identity > 1e-10 or bool(known_failures)
     instance = None
-    if failed:
+    if any(violations.values()):
         form = "exact" if violations["exact"] else "approximate"
-        instance = (result.worst[f"negative_margin/{form}"].instance if any(violations.values())
-                    else result.worst["chi2_identity_error"].instance)
+        instance = result.worst[f"negative_margin/{form}"].instance
+    elif known_failures:
+        instance = known_failures[0][0]
+    elif failed:
+        instance = result.worst["chi2_identity_error"].instance
     # one example for the figure: exact and approximate gradients at h = 6 under a non-stationary μ₀
     rng = ctx.rng("thm3-init-gradient/figure")
     kernel = random_kernel(3, eps=0.05, rng=rng)
@@ -430,19 +438,25 @@ def thm3_init_gradient_exact(ctx: CheckContext) -> CheckOutcome:
                        "violations_approximate": counts.get(f"{kind}/violations/approximate", 0),
                        "ties_exact": counts.get(f"{kind}/ties/exact", 0)} for kind in INIT_KINDS}
     smallest = {form: -result.worst[f"negative_margin/{form}"].value for form in ("exact", "approximate")}
+    summary = (f"{counts.get('positions', 0)} (instance, μ₀, h) cases of the random sweep enumerated exactly: the "
+               f"true parent has the largest expected init gradient except in {violations['exact']} (exact π̄ form) "
+               f"and {violations['approximate']} (J form) cases; {ties['exact']} ties (zero-information kernels); "
+               f"smallest non-tie margin {smallest['exact']:.2e}; |J(pa) − I_χ²| ≤ {identity:.1e}.")
+    for stored_instance, k in known_failures:
+        summary += (f" FAILS on the stored search counterexample (μ₀ = {stored_instance['init']}, non-stationary): "
+                    f"{k['summary']}: exact gradients {np.round(k['exact'], 4).tolist()} with pa(h) = {k['parent']}, "
+                    f"while the J form keeps the parent first (margin {k['margin_approximate']:.4f}). The exact "
+                    "claim needs stationarity (no stationary counterexample found).")
     return CheckOutcome(
         verdict="fail" if failed else "pass",
         measured=jsonable({"positions": counts.get("positions", 0), "violations": violations, "ties": ties,
                            "by_init": per_kind, "smallest_margin": smallest,
                            "smallest_margin_instance": {f: result.worst[f"negative_margin/{f}"].instance
                                                         for f in ("exact", "approximate")},
-                           "max_chi2_identity_error": identity, "ranges": THM3_RANGES}),
+                           "max_chi2_identity_error": identity, "ranges": THM3_RANGES,
+                           "known_counterexamples": [{"instance": i, "check": k} for i, k in zip(stored, known)]}),
         threshold={"violations": 0, "J(pa) − I_χ²": 1e-10},
-        summary=f"{counts.get('positions', 0)} (instance, μ₀, h) cases enumerated exactly: the true parent has the "
-                f"largest expected init gradient except in {violations['exact']} (exact π̄ form) and "
-                f"{violations['approximate']} (J form) cases; {ties['exact']} ties (zero-information kernels); "
-                f"smallest non-tie margin {smallest['exact']:.2e}; |J(pa) − I_χ²| ≤ {identity:.1e}.",
-        figures=[figure], instance=instance,
+        summary=summary, figures=[figure], instance=instance,
         tolerances={"smallest_margin": {"rel": 1e-6}, "max_chi2_identity_error": {"abs": 1e-10}})
 
 
