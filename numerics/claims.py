@@ -29,6 +29,10 @@ I(x_4; x_1)/I(x_4; x_3) = 0.48485 > δ(π) = 0.48438, and on the chain x_0 → x
 π = [[0.22, 0.78], [0.0005, 0.9995]], μ₀ = (0.032, 0.968): 0.584 > δ(π) = 0.2195
 (``reports.search.KNOWN_COUNTEREXAMPLES``). All violations seen need a non-stationary μ₀; none was found with
 the stationary law, and no counterexample to the Doeblin candidate 1 − d·min π has been found.
+
+Theorem 3 (exact π̄ form) also needs stationarity: on the chain x_0 → x_1 → x_2 → x_3 with μ₀ = (0.9, 0.05, 0.05)
+the expected init gradient of x_0 exceeds that of the true parent x_2 (``reports.search.KNOWN_COUNTEREXAMPLES``),
+while the approximate J form ranks the parent first there and in every search so far.
 """
 from __future__ import annotations
 

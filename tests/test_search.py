@@ -77,6 +77,20 @@ def test_bad_search_arguments_are_rejected():
         run_search("lemma3", 0, 0)
     with pytest.raises(ValueError, match="alpha"):
         run_search("thm3", 10, 0, alpha=0.5)
+    with pytest.raises(ValueError, match="init"):
+        run_search("thm3", 10, 0, init="uniform")
+    with pytest.raises(ValueError, match="form"):
+        run_search("thm3", 10, 0, form="mixture")
+
+
+@pytest.mark.parametrize("init", ["stationary", "full-support"])
+def test_search_init_modes_draw_the_requested_laws(init):
+    result = run_search("lemma3", budget=10, seed=3, init=init, alpha="doeblin")
+    law = result["closest"]["instance"]["init"]
+    if init == "stationary":
+        assert law is None
+    else:
+        assert min(law) >= 0.02 - 1e-12
 
 
 def test_known_dobrushin_counterexample_is_real_at_50_digits():
