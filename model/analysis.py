@@ -171,7 +171,7 @@ def effective_selector_matrices(model: StructuredTransformer, L: int, H: int, *,
             "off_block_fraction": (1.0 - inside / total) if total > 0 else float("nan")}
 
 
-def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     z = np.exp(x - x.max(axis=axis, keepdims=True))
     return z / z.sum(axis=axis, keepdims=True)
 
@@ -179,13 +179,13 @@ def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
 def column_softmax_error(W, kernel) -> float:
     """(1/d)‖σ_col(W) − σ_col(log π)‖₁: softmax down each column (the shift Prop. 1 leaves free is per column)."""
     W, kernel = np.asarray(W, float), np.asarray(kernel, float)
-    return float(np.abs(_softmax(W, 0) - _softmax(np.log(kernel), 0)).sum() / kernel.shape[0])
+    return float(np.abs(softmax(W, 0) - softmax(np.log(kernel), 0)).sum() / kernel.shape[0])
 
 
 def row_softmax_error(W, kernel) -> float:
     """(1/d)‖σ_row(W) − σ_row(log π)‖₁ = (1/d)‖σ_row(W) − π‖₁ (not identified by the selector, Prop. 1)."""
     W, kernel = np.asarray(W, float), np.asarray(kernel, float)
-    return float(np.abs(_softmax(W, 1) - kernel).sum() / kernel.shape[0])
+    return float(np.abs(softmax(W, 1) - kernel).sum() / kernel.shape[0])
 
 
 def chance_parent_accuracy(H: int) -> float:

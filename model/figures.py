@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import numerics  # noqa: E402
-from model.analysis import _softmax, copier_summary, effective_selector_matrices  # noqa: E402
+from model.analysis import softmax, copier_summary, effective_selector_matrices  # noqa: E402
 from model.train import model_outputs  # noqa: E402
 
 DPI = 80
@@ -112,8 +112,8 @@ def generalization_grid(metrics_by_run: dict, path) -> str:
 def column_alignment_figure(model, kernel, L: int, H: int, path) -> str:
     """fig6: column softmax of the effective W_tf and of log π, and the row softmax beside π."""
     W_tf = effective_selector_matrices(model, L, H)["W_tf"]
-    panels = ((_softmax(W_tf, 0), "σ_col(W_tf)"), (_softmax(np.log(kernel), 0), "σ_col(log π)"),
-              (_softmax(W_tf, 1), "σ_row(W_tf)"), (kernel, "π = σ_row(log π)"))
+    panels = ((softmax(W_tf, 0), "σ_col(W_tf)"), (softmax(np.log(kernel), 0), "σ_col(log π)"),
+              (softmax(W_tf, 1), "σ_row(W_tf)"), (kernel, "π = σ_row(log π)"))
     fig, axes = plt.subplots(1, 4, figsize=(14, 3.6))
     for ax, (mat, title) in zip(axes, panels):
         ax.imshow(mat, vmin=0, vmax=max(1e-12, float(mat.max())))

@@ -60,14 +60,16 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
                                      eval_contexts=512 if quick else 2048, test_L=test_L, **disentangled)
                 for L in train_L}
     elif name == "fig6":
-        runs = {"fig6": TrainConfig(d=20, H=50, L=3, K=6, steps=400 if quick else 2048,
-                                    batch_size=128 if quick else 256, eval_every=100,
+        runs = {"fig6": TrainConfig(d=20, H=50, L=3, K=6, steps=300 if quick else 2048,
+                                    batch_size=64 if quick else 256, eval_every=100,
                                     eval_contexts=512 if quick else 2048, **disentangled)}
     else:
-        common = dict(d=5, H=10, L=10, steps=300 if quick else 2000, batch_size=128 if quick else 256,
-                      eval_every=100, eval_contexts=1024 if quick else 4096, **base)
-        runs = {"absolute": TrainConfig(model="absolute", K=24, output=output, **common),
-                "standard": TrainConfig(model="standard", K=8, lr=0.003, width=64, **common)}
+        common = dict(d=5, H=10, L=10, eval_every=50, eval_contexts=1024 if quick else 4096, **base)
+        # quick: the standard model costs ~5x a structured step, so it gets fewer, smaller steps
+        runs = {"absolute": TrainConfig(model="absolute", K=24, output=output, steps=300 if quick else 2000,
+                                        batch_size=128 if quick else 256, **common),
+                "standard": TrainConfig(model="standard", K=8, lr=0.003, width=64, steps=150 if quick else 3000,
+                                        batch_size=64 if quick else 256, **common)}
     if steps is not None:
         runs = {k: replace(c, steps=steps) for k, c in runs.items()}
     return runs

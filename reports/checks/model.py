@@ -184,8 +184,9 @@ def _fig2_verdict(ctx: CheckContext, metrics: dict) -> str:
     if (metrics["gap_to_bma"] <= t["gap"]
             and metrics["parent_accuracy"] >= metrics["bma_parent_accuracy"] - t["accuracy_shortfall"]):
         return "pass"
+    # only a paper-size run that ends no better than picking h' < h at random counts against the claim
     chance = analysis.chance_parent_accuracy(metrics["config"]["H"])
-    return "fail" if metrics["parent_accuracy"] <= chance else "inconclusive"
+    return "fail" if ctx.full and metrics["parent_accuracy"] <= chance + 0.02 else "inconclusive"
 
 
 def _loss_split_rows(metrics: dict, label: str) -> list:
@@ -220,7 +221,8 @@ def exp_fig2_attention(ctx: CheckContext) -> CheckOutcome:
     return CheckOutcome(
         verdict=verdict, measured=measured,
         threshold={"gap_to_bma": t["gap"], "accuracy_shortfall": t["accuracy_shortfall"], "tier": ctx.tier,
-                   "fail_if_parent_accuracy_at_most_chance": analysis.chance_parent_accuracy(run.config.H)},
+                   "fail_if_parent_accuracy_at_most_chance_plus_0.02_full_tier":
+                       analysis.chance_parent_accuracy(run.config.H)},
         summary=f"{ctx.tier} tier, {m['steps']} steps: query loss {m['query_loss']:.4f} vs BMA {m['bma_loss']:.4f} "
                 f"(gap {m['gap_to_bma']:.4f}); parent accuracy {m['parent_accuracy']:.3f} vs BMA's "
                 f"{m['bma_parent_accuracy']:.3f}; logit-rule floor {m['logit_floor_loss']:.4f} "
