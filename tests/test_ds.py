@@ -17,8 +17,9 @@ from scipy.stats import multivariate_normal
 from numerics import parent_loss
 from numerics.ds import (check_orthogonal, check_rho, ds_bma_loss, ds_bma_mean, ds_log_likelihood_scores,
                          ds_mixture_log_density, ds_oracle_loss, ds_parent_posterior, ds_predictive_log_density,
-                         ds_score_terms, mixture_nll, one_hot_parents, posterior_kl, random_orthogonal,
-                         random_parent_trees, sample_ds_chains, sample_ds_task, squared_error)
+                         ds_predictive_mean, ds_score_terms, gaussian_nll, mixture_nll, one_hot_parents,
+                         posterior_kl, random_orthogonal, random_parent_trees, sample_ds_chains, sample_ds_task,
+                         squared_error)
 
 
 def all_trees(H):
@@ -202,6 +203,19 @@ def test_oracle_nll_and_mse_match_their_expectations():
     mse = ds_oracle_loss(A, rho, task.parents, task.query, kind="mse")
     # ‖noise‖²(1−ρ²)·χ²_d per position: variance 2d(1−ρ²)² over 4000·6 positions
     assert abs(mse - d * (1 - rho ** 2)) < 5 * math.sqrt(2 * d) * (1 - rho ** 2) / math.sqrt(4000 * 6)
+
+
+def test_point_predictor_nll_with_the_oracle_mean_is_the_oracle_loss():
+    # Two code paths: a one-hot mixture density (ds_oracle_loss) and a point Gaussian at the oracle's mean.
+    A, rho, context, query, parents = instance(21, d=4, L=2, H=7)
+    oracle_mean = ds_predictive_mean(one_hot_parents(parents), A, rho, query)
+    assert gaussian_nll(oracle_mean, query, 1 - rho ** 2) == pytest.approx(ds_oracle_loss(A, rho, parents, query),
+                                                                           rel=1e-12)
+    assert squared_error(oracle_mean, query) == pytest.approx(ds_oracle_loss(A, rho, parents, query, kind="mse"))
+    with pytest.raises(ValueError, match="variance"):
+        gaussian_nll(oracle_mean, query, 0.0)
+    with pytest.raises(ValueError, match="kind"):
+        ds_bma_loss(A, rho, context, query, kind="l1")
 
 
 def test_bma_beats_a_uniform_attention_and_is_beaten_by_the_oracle():
