@@ -78,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("target", choices=("lemma3", "thm3"))
     search.add_argument("--budget", type=int, default=200, help="number of examples to try")
     search.add_argument("--seed", type=int, default=0)
+    search.add_argument("--alpha", help="lemma3: the α candidate to test (dobrushin, doeblin, sdpi, ...) or a number")
+    search.add_argument("--init", choices=("any", "stationary", "full-support"), default="any",
+                        help="which laws μ₀ of the first token to search over")
+    search.add_argument("--form", choices=("exact", "approximate"), default="exact",
+                        help="thm3: the exact π̄ form or the approximate J (marginal) form")
     search.add_argument("--out", metavar="FILE", help="write the counterexample instance (JSON) here")
     search.add_argument("--quiet", action="store_true")
     return parser
@@ -177,12 +182,21 @@ def _report(args) -> int:
 def _search(args) -> int:
     from reports.search import run_search
 
-    result = run_search(args.target, budget=args.budget, seed=args.seed, quiet=args.quiet)
+    alpha = args.alpha
+    if alpha is not None:
+        try:
+            alpha = float(alpha)
+        except ValueError:
+            pass  # a candidate's name
+    result = run_search(args.target, budget=args.budget, seed=args.seed, quiet=args.quiet, alpha=alpha,
+                        init=args.init, form=args.form)
     if args.out and result.get("instance") is not None:
         from reports.builder import write_text_atomic
 
         write_text_atomic(Path(args.out), json.dumps(result["instance"], indent=2) + "\n", overwrite=False)
-    print(json.dumps(result, indent=2))
+    print(result.get("message", ""))
+    if not args.quiet:
+        print(json.dumps(result, indent=2))
     return 1 if result.get("instance") is not None else 0
 
 
