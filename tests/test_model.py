@@ -253,3 +253,16 @@ def test_train_preset_writes_metrics_and_figures(tmp_path):
     assert written["steps"] == 3
     for name in metrics["figures"]:
         assert (tmp_path / name).stat().st_size < 300_000
+
+
+def test_parameter_analyses_read_the_construction_exactly():
+    # on the Theorem 1 weights the answers are known: head k copies offset k+1 at offset h − h' = 0, every W_e is
+    # log π, W_KQ has no off-block energy, and σ_col(W_tf) = σ_col(log π)
+    kernel = numerics.random_kernel(4, eps=0.02, rng=np.random.default_rng(11))
+    built = bma_construction(kernel, 3, 40.0, max_H=6)
+    copier = analysis.copier_summary(built, 3, 6)
+    assert copier["example_offset"] == [1, 2, 3] and copier["w_H_peak_offset"] == [0, 0, 0]
+    selector = analysis.effective_selector_matrices(built, 3, 6)
+    assert selector["offsets"] == [1, 2, 3] and selector["off_block_fraction"] == 0.0
+    np.testing.assert_allclose(selector["W_tf"], np.log(kernel), atol=1e-12)
+    assert analysis.column_softmax_error(selector["W_tf"], kernel) < 1e-12
