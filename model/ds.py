@@ -16,8 +16,9 @@ same as having L' examples (one model serves every L' <= L).
   ``bilinear``: score = Σ_k v^{kᵀ}_{h'} W v^k_h (one d×d block W shared by the slots, as in SPEC.md §3);
   ``key-norm``: the same plus c Σ_k ‖v^k_{h'}‖², the key-only quadratic term of the exact posterior;
   ``ffn``: a two-layer GELU FFN with residual on each flattened v (u = v + FFN(v)), then standard attention
-  q_h·k_{h'}/√d_head with q = u_h W_Q, k = u_{h'} W_K. No LayerNorm: a normalisation would discard exactly the
-  key norm Proposition 2 is about (pre-norm keys have a fixed norm).
+  q_h·k_{h'}/√d_head with q = u_h W_Q, k = u_{h'} W_K. No LayerNorm: normalised keys keep the key
+  norm only indirectly (through the direction of v + FFN(v)); the question measured here is whether an
+  FFN can supply the missing key-only term at all.
 * **Read-out** of the mean: m_h = (Σ_{h'} A_{h→h'} x^{L+1}_{h'}) W_O, trained with squared error; the BMA
   mean is A = posterior, W_O = ρA (row-vector form of ρAᵀx).
 
