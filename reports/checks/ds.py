@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from numerics.ds import (ds_log_parent_posterior, ds_parent_posterior, random_orthogonal, sample_ds_task)
+from numerics.ds import ds_parent_posterior, random_orthogonal, sample_ds_task
 from numerics.ds_fit import exact_score_parameters, score_gap_curve
 from reports.core import CheckContext, CheckOutcome, Table
 
