@@ -68,7 +68,7 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
         # quick: the standard model costs ~5x a structured step, so it gets fewer, smaller steps
         runs = {"absolute": TrainConfig(model="absolute", K=24, output=output, steps=300 if quick else 2000,
                                         batch_size=128 if quick else 256, **common),
-                "standard": TrainConfig(model="standard", K=8, lr=0.003, width=64, steps=150 if quick else 3000,
+                "standard": TrainConfig(model="standard", K=8, lr=0.003, width=64, steps=150 if quick else 2000,
                                         batch_size=64 if quick else 256, **common)}
     if steps is not None:
         runs = {k: replace(c, steps=steps) for k, c in runs.items()}
