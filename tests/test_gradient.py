@@ -1,6 +1,5 @@
 """init_gradient (thm3-init-gradient) against a brute-force finite-difference derivative of the real loss."""
 import itertools
-import time
 
 import numpy as np
 import pytest
@@ -145,13 +144,9 @@ def test_true_parent_has_largest_init_gradient():
     assert checked > 100
 
 
-def test_exact_d3_h8_is_fast_and_large_sizes_are_refused():
+def test_large_sizes_are_refused_with_a_pointer_to_monte_carlo():
+    # (the d = 3, h = 8 speed target is measured in benchmarks/bench_claims.py, not here)
     rng = np.random.default_rng(0)
-    kernel = nm.random_kernel(3, rng=rng)
-    parents = nm.random_parents(9, rng=rng)
-    start = time.perf_counter()
-    init_gradient(kernel, parents, 8)
-    assert time.perf_counter() - start < 1.0  # the issue's target; typically ~10 ms
     with pytest.raises(ValueError, match="monte-carlo"):
         init_gradient(nm.random_kernel(5, rng=rng), nm.random_parents(10, rng=rng), 9)
 

@@ -5,7 +5,6 @@ turns into a ``fail`` with the failing pieces as its instance when a derivation 
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -36,13 +35,10 @@ def test_every_registered_symbolic_check_is_implemented_here():
 
 
 @pytest.mark.slow
-def test_all_symbolic_checks_pass_in_the_quick_tier_within_budget():
-    # Cold start: the budget (all symbolic checks < 60 s on one core) includes every SymPy derivation.
+def test_all_symbolic_checks_pass_in_the_quick_tier():
+    # Cold start (every SymPy derivation rebuilt); the 60 s budget is measured in benchmarks/bench_theory.py.
     _clear_caches()
-    start = time.perf_counter()
     records = run_claims(CLAIMS, CheckContext(tier="quick", seed=0), kinds=["symbolic"])
-    elapsed = time.perf_counter() - start
-    assert elapsed < 60.0, f"symbolic quick tier took {elapsed:.1f} s"
     checks = [(r["id"], c) for r in records for c in r["checks"]]
     assert len(checks) == 8
     for claim_id, check in checks:
