@@ -179,14 +179,14 @@ def thm3_init_gradient(ctx: CheckContext) -> CheckOutcome:
         tolerances={"closed_form_max_error": {"abs": 1e-10}, "max_z": {"abs": 3.0}})
 
 
-def _fig2_verdict(ctx: CheckContext, metrics: dict) -> str:
+def _fig2_verdict(ctx: CheckContext, metrics: dict, can_fail: bool = True) -> str:
     t = THRESHOLDS[ctx.tier]
     if (metrics["gap_to_bma"] <= t["gap"]
             and metrics["parent_accuracy"] >= metrics["bma_parent_accuracy"] - t["accuracy_shortfall"]):
         return "pass"
     # only a paper-size run that ends no better than picking h' < h at random counts against the claim
     chance = analysis.chance_parent_accuracy(metrics["config"]["H"])
-    return "fail" if ctx.full and metrics["parent_accuracy"] <= chance + 0.02 else "inconclusive"
+    return "fail" if can_fail and ctx.full and metrics["parent_accuracy"] <= chance + 0.02 else "inconclusive"
 
 
 def _loss_split_rows(metrics: dict, label: str) -> list:
@@ -370,7 +370,8 @@ def prop1_invariance(ctx: CheckContext) -> CheckOutcome:
 def exp_robustness(ctx: CheckContext) -> CheckOutcome:
     """Appendix G: absolute-PE and standard (FFN, pre-norm) transformers at the fig2 setting."""
     runs = _runs(ctx, "robustness")
-    verdicts = {label: _fig2_verdict(ctx, r.metrics) for label, r in runs.items()}
+    # an alternative architecture stuck at chance may be an optimisation failure of ours, not a counterexample
+    verdicts = {label: _fig2_verdict(ctx, r.metrics, can_fail=False) for label, r in runs.items()}
     verdict = ("pass" if all(v == "pass" for v in verdicts.values())
                else "fail" if any(v == "fail" for v in verdicts.values()) else "inconclusive")
     figs = []
