@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from model.presets import preset_configs
-from model.train import build_model, run_kernel, step_batch, train
+from model.training import build_model, run_kernel, step_batch, train
 
 
 class PlainAttentionModel(nn.Module):

@@ -4,7 +4,7 @@ from model.absolute import AbsoluteConfig, AbsolutePETransformer
 from model.construction import bma_construction
 from model.standard import StandardConfig, StandardTransformer
 from model.structured import StructuredConfig, StructuredTransformer
-from model.train import TrainConfig, TrainRun, train
+from model.training import TrainConfig, TrainRun, train
 
 __all__ = [
     "AbsoluteConfig", "AbsolutePETransformer", "StandardConfig", "StandardTransformer", "StructuredConfig",

@@ -11,7 +11,7 @@ import torch
 import numerics
 from model.construction import bma_construction
 from model.structured import StructuredTransformer
-from model.train import model_outputs
+from model.training import model_outputs
 from numerics.gradient import init_gradient, init_gradient_samples
 
 

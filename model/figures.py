@@ -16,7 +16,7 @@ import torch  # noqa: E402
 
 import numerics  # noqa: E402
 from model.analysis import softmax, copier_summary, effective_selector_matrices  # noqa: E402
-from model.train import model_outputs  # noqa: E402
+from model.training import model_outputs  # noqa: E402
 
 DPI = 80
 

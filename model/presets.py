@@ -1,6 +1,6 @@
 """The paper's experiments as named presets (``bma-verify train --preset NAME``; ``exp-*`` claims).
 
-Each preset is a list of :class:`model.train.TrainConfig` runs at two sizes: ``full`` (the paper's sizes, what
+Each preset is a list of :class:`model.training.TrainConfig` runs at two sizes: ``full`` (the paper's sizes, what
 ``bma-verify train`` and the full report run) and ``quick`` (small runs for ``make report``; their verdicts use
 thresholds stated for that size). fig2 and fig3 are the same run; fig3 only adds the parameter figures.
 """
@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from model import figures
-from model.train import TrainConfig, TrainRun, eval_batch, train
+from model.training import TrainConfig, TrainRun, eval_batch, train
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "robustness")
 

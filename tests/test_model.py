@@ -18,7 +18,7 @@ from model.construction import bma_construction
 from model.presets import preset_configs, train_preset
 from model.standard import StandardConfig, StandardTransformer
 from model.structured import StructuredConfig, StructuredTransformer
-from model.train import TrainConfig, build_model, train
+from model.training import TrainConfig, build_model, train
 from numerics.enumeration import brute_force_parent_posterior
 from numerics.strategies import kernels
 

@@ -13,7 +13,7 @@ import model.analysis
 import reports.checks.model as checks
 from model.analysis import chance_parent_accuracy
 from model.construction import bma_construction
-from model.train import TrainConfig, train
+from model.training import TrainConfig, train
 from reports.core import CheckContext
 
 

@@ -13,7 +13,7 @@ import numerics
 from model import analysis, figures
 from model.construction import bma_construction
 from model.presets import train_preset_runs
-from model.train import eval_batch
+from model.training import eval_batch
 from reports.core import CheckContext, CheckOutcome, Table
 
 #: Per tier: query-loss gap to BMA, parent-accuracy shortfall against BMA's, L_pa gap that counts as converged,
