@@ -101,3 +101,42 @@ class TwoLayerModel(nn.Module):
         query = as_tokens(query, self.d, "query", log_probs.device, 2)
         picked = log_probs.gather(-1, query[..., None])[..., 0]  # (B, H)
         return -picked[:, 1:].mean()
+
+
+def prepare_run_dir(out, *, resume: bool, force: bool):
+    """The folder a preset trains into: refused when it already holds files, unless resuming or ``force``.
+
+    Output files are never silently overwritten (``--resume`` continues the run there, ``--force`` replaces it).
+    """
+    from pathlib import Path
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out must be a folder, but {out} is a file")
+    if out.exists() and any(out.iterdir()) and not (resume or force):
+        raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or --force to replace it")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def write_json_atomic(path, data) -> None:
+    """Write ``data`` as JSON through a temporary file and an atomic rename."""
+    import json
+    import os
+    from pathlib import Path
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, default=float))
+    os.replace(tmp, path)
+
+
+def torch_save_atomic(obj, path) -> None:
+    """torch.save through a temporary file and an atomic rename (an interrupted save keeps the old file)."""
+    import os
+    from pathlib import Path
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)

@@ -28,7 +28,6 @@ attention produce the missing key-only term.
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from contextlib import contextmanager
@@ -40,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from model._common import prepare_run_dir, torch_save_atomic, write_json_atomic
 from numerics.bma import parent_accuracy, parent_loss
 from numerics.ds import (check_orthogonal, check_rho, ds_log_parent_posterior, ds_predictive_mean, posterior_kl,
                          random_orthogonal, sample_ds_task)
@@ -398,20 +398,21 @@ def run_ds_experiment(exp: DSExperiment, *, A=None, device="auto", quiet: bool =
 
 
 def train_ds_preset(*, steps=None, seed=0, device="auto", out=None, quiet=False, resume=False,
-                    n_eval: int = 2000) -> dict:
+                    n_eval: int = 2000, force: bool = False) -> dict:
     """``bma-verify train --preset ds``: train the bilinear, key-norm and FFN models on the DS task.
 
     Preset: d = 5, H = 10, ρ = 0.5, L = 30 (training L' ~ U{1..30}, zero-padded), batch 256, Adam lr 0.02 with
     cosine decay, ``steps`` (default 1500) per model; evaluation at L' = 1..30 on 2000 contexts each.
     Writes ``DIR/metrics.json`` (config, A, per model the training curve and the evaluation table) and
     ``DIR/<selector>.pt`` (state dicts). With ``resume``, models whose checkpoint exists in ``out`` are
-    loaded instead of retrained. Returns the metrics dict.
+    loaded instead of retrained. A folder that already holds files is refused unless ``resume`` or ``force``.
+    Returns the metrics dict.
     """
     if steps is not None and (not isinstance(steps, int) or steps < 1):
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     exp = DSExperiment(train=TrainConfig(steps=1500 if steps is None else steps, seed=int(seed)), n_eval=n_eval)
     out_dir = Path(out) if out is not None else Path("runs") / f"ds-seed{seed}"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = prepare_run_dir(out_dir, resume=resume, force=force)
     models = {}
     if resume:
         for selector in exp.selectors:
@@ -423,11 +424,11 @@ def train_ds_preset(*, steps=None, seed=0, device="auto", out=None, quiet=False,
                 models[selector] = model.to(resolve_device(device))
     result = run_ds_experiment(exp, device=device, quiet=quiet, models=models)
     for selector, model in result["models"].items():
-        torch.save(model.state_dict(), out_dir / f"{selector}.pt")
+        torch_save_atomic(model.state_dict(), out_dir / f"{selector}.pt")
     metrics = {"preset": "ds", "seed": int(seed), "d": exp.d, "H": exp.H, "L": exp.L, "rho": exp.rho,
                "steps": exp.train.steps, "config": result["config"], "A": result["A"],
                "models": result["metrics"]}
     for selector, m in result["metrics"].items():
         metrics[f"{selector}_max_gap"] = float(max(m["eval"]["gap"]))
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, default=float))
+    write_json_atomic(out_dir / "metrics.json", metrics)
     return metrics

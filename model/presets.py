@@ -6,12 +6,12 @@ thresholds stated for that size). fig2 and fig3 are the same run; fig3 only adds
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 from pathlib import Path
 
 from model import figures
+from model._common import prepare_run_dir, write_json_atomic
 from model.training import TrainConfig, TrainRun, eval_batch, train
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "robustness")
@@ -94,14 +94,18 @@ def train_preset_runs(name: str, *, tier: str = "full", steps: int | None = None
 
 def train_preset(name: str, *, steps: int | None = None, seed: int = 0, device: str = "auto",
                  out: str | Path | None = None, quiet: bool = False, resume: bool = False,
-                 tier: str = "full", output: str = "mixture") -> dict:
+                 tier: str = "full", output: str = "mixture", force: bool = False) -> dict:
     """What ``bma-verify train --preset NAME`` runs: train, write ``out/metrics.json``, figures, checkpoints.
+
+    An ``out`` folder that already holds files is refused (FileExistsError) unless ``resume`` or ``force``.
 
     Returns
     -------
     The metrics dict (for presets with several runs: ``{"runs": {label: metrics}}`` plus the preset's
     summary numbers).
     """
+    if out is not None:
+        prepare_run_dir(out, resume=resume, force=force)
     runs = train_preset_runs(name, tier=tier, steps=steps, seed=seed, device=device, out=out, quiet=quiet,
                              resume=resume, output=output)
     metrics = summarize_preset(name, runs)
@@ -109,7 +113,7 @@ def train_preset(name: str, *, steps: int | None = None, seed: int = 0, device: 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         metrics["figures"] = write_preset_figures(name, runs, out)
-        (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+        write_json_atomic(out / "metrics.json", metrics)
     return metrics
 
 

@@ -8,7 +8,6 @@ scheduler state to restore).
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -19,7 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 import numerics
-from model._common import TwoLayerModel, check_output_rule
+from model._common import TwoLayerModel, check_output_rule, torch_save_atomic, write_json_atomic
 from model.absolute import AbsoluteConfig, AbsolutePETransformer
 from model.construction import bma_construction
 from model.standard import StandardConfig, StandardTransformer
@@ -239,8 +238,9 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
     def save(step: int) -> None:
         if ckpt is not None:
             ckpt.parent.mkdir(parents=True, exist_ok=True)
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                        "seconds": seconds, "curves": curves, "config": asdict(config), "kernel": kernel}, ckpt)
+            torch_save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                               "seconds": seconds, "curves": curves, "config": asdict(config), "kernel": kernel},
+                              ckpt)
 
     model.train()
     last = config.steps if stop_at is None else min(config.steps, int(stop_at))
@@ -288,7 +288,7 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
         metrics["by_test_L"] = evaluate_test_L(model, kernel, config)
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "metrics.json").write_text(json.dumps(metrics, indent=1))
+        write_json_atomic(Path(out) / "metrics.json", metrics)
     return TrainRun(model=model, kernel=kernel, config=config, metrics=metrics)
 
 

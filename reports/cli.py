@@ -55,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--instance", metavar="FILE", help="re-check a saved counterexample instance (JSON)")
     check.add_argument("--list", action="store_true", help="list the claim ids and their checks, run nothing")
     check.add_argument("--quiet", action="store_true")
+    _threads_arg(check)
 
     train = sub.add_parser("train", help="train a model on a preset of the paper's experiments")
     train.add_argument("--preset", choices=PRESETS, required=True)
@@ -64,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--out", metavar="DIR")
     train.add_argument("--quiet", action="store_true")
     train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    train.add_argument("--force", action="store_true", help="replace a run already in --out")
+    train.add_argument("--output", choices=("mixture", "logit"), default="mixture",
+                       help="output rule of the structured model (SPEC §3); not used by the ds preset")
+    train.add_argument("--tier", choices=TIERS, default="full",
+                       help="preset sizes: full = the paper's, quick = the report's quick tier")
+    _threads_arg(train)
 
     report = sub.add_parser("report", help="build REPORT.md, report.html, figures/ and results.json")
     report.add_argument("--tier", choices=TIERS, default="quick")
@@ -72,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--seed", type=int, default=0)
     report.add_argument("--quiet", action="store_true")
     report.add_argument("--claims", nargs="+", metavar="CLAIM", help="only these claims")
+    _threads_arg(report)
     _executor_args(report)
 
     search = sub.add_parser("search", help="Hypothesis-driven counterexample search")
@@ -88,6 +96,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _threads_arg(p: argparse.ArgumentParser) -> None:
+    # The models are small: one torch thread is fastest on a shared 2-core machine (2 threads were seen to run
+    # up to 30x slower under load); more threads pay off only for large presets on a big machine.
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+
+
 def _executor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, help="worker processes for sweeps")
     p.add_argument("--backend", choices=("joblib", "dask"), default="joblib")
@@ -96,6 +110,13 @@ def _executor_args(p: argparse.ArgumentParser) -> None:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "threads", None) is not None:
+        if args.threads < 1:
+            print(f"bma-verify {args.command}: error: --threads must be >= 1, got {args.threads}", file=sys.stderr)
+            return 2
+        import torch
+
+        torch.set_num_threads(args.threads)
     try:
         return {"check": _check, "train": _train, "report": _report, "search": _search}[args.command](args)
     except (ValueError, FileExistsError) as exc:
@@ -156,12 +177,13 @@ def _train(args) -> int:
     if args.preset == "ds":
         from model.ds import train_ds_preset as run
         metrics = run(steps=args.steps, seed=args.seed, device=args.device, out=args.out, quiet=args.quiet,
-                      resume=args.resume)
+                      resume=args.resume, force=args.force)
     else:
         from model.presets import train_preset
 
         metrics = train_preset(args.preset, steps=args.steps, seed=args.seed, device=args.device, out=args.out,
-                               quiet=args.quiet, resume=args.resume)
+                               quiet=args.quiet, resume=args.resume, tier=args.tier, output=args.output,
+                               force=args.force)
     if not args.quiet:
         print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}, indent=2))
     return 0

@@ -95,7 +95,6 @@ def derive_prop1_invariance(d: int = 2, H: int = 3, L: int = 2) -> Derivation:
             point.update({vec[i]: (1 if i == target else 0) for i in range(d - 1)})
     instance = sp.Matrix(1, h, [sp.nsimplify(sp.simplify((r - s).subs(point))) for r, s in zip(row, base)])
 
-    hp = sp.Symbol("h'")
     steps: tuple[tuple[str, sp.Basic], ...] = (
         (f"Score shift from W → W + 1aᵀ, per candidate h' = 0..{h - 1} (1ᵀu = 1 used)",
          sp.Matrix(1, h, column_shift)),

@@ -11,7 +11,6 @@ import numpy as np
 
 import numerics
 from model import analysis, figures
-from model.construction import bma_construction
 from model.presets import train_preset_runs
 from model.training import eval_batch
 from reports.core import CheckContext, CheckOutcome, Table

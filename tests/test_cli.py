@@ -1,0 +1,60 @@
+"""The bma-verify command end to end: train refuses to overwrite, search writes a re-checkable instance."""
+import json
+
+import pytest
+
+from model._common import prepare_run_dir
+from reports import cli
+from reports.search import KNOWN_COUNTEREXAMPLES
+
+
+def test_train_refuses_an_existing_run_unless_resume_or_force(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "--preset", "fig2", "--tier", "quick", "--steps", "4", "--out", str(out), "--quiet"]
+    assert cli.main(args) == 0
+    metrics = out / "metrics.json"
+    first = metrics.read_text()
+    assert cli.main(args) == 2  # refused: nothing overwritten
+    assert "already holds a run" in capsys.readouterr().err and metrics.read_text() == first
+    assert cli.main(args[:6] + ["8"] + args[7:] + ["--resume"]) == 0
+    assert json.loads(metrics.read_text())["steps"] == 8
+    assert cli.main(args + ["--force"]) == 0
+    assert json.loads(metrics.read_text())["steps"] == 4
+
+
+def test_prepare_run_dir_rejects_a_file_and_accepts_an_empty_folder(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ValueError, match="folder"):
+        prepare_run_dir(tmp_path / "f", resume=False, force=False)
+    (tmp_path / "empty").mkdir()
+    assert prepare_run_dir(tmp_path / "empty", resume=False, force=False).is_dir()
+
+
+def test_train_rejects_a_missing_device_and_bad_threads(capsys):
+    import torch
+
+    if not torch.cuda.is_available():
+        assert cli.main(["train", "--preset", "fig2", "--device", "cuda", "--steps", "1", "--quiet"]) == 2
+        assert "no CUDA device" in capsys.readouterr().err
+    assert cli.main(["check", "--list", "--threads", "0"]) == 2
+    assert "--threads" in capsys.readouterr().err
+
+
+def test_check_instance_reproduces_a_saved_counterexample(tmp_path, capsys):
+    # Reference: the stored Lemma 3 counterexample to α = δ(π), which check_instance recomputes exactly.
+    lemma3 = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "lemma3")
+    path = tmp_path / "ce.json"
+    path.write_text(json.dumps(lemma3))
+    assert cli.main(["check", "--instance", str(path)]) == 1
+    assert "fail" in capsys.readouterr().out
+
+
+def test_search_with_a_planted_alpha_writes_an_instance_that_check_rechecks(tmp_path, capsys):
+    # α = 0.05 is far below the true ratios, so the search must find a violation and save it; never overwrite.
+    out = tmp_path / "found.json"
+    assert cli.main(["search", "lemma3", "--budget", "30", "--alpha", "0.05", "--out", str(out), "--quiet"]) == 1
+    instance = json.loads(out.read_text())
+    assert instance["target"] == "lemma3" and instance["alpha"] == 0.05
+    assert cli.main(["check", "--instance", str(out)]) == 1
+    assert cli.main(["search", "lemma3", "--budget", "30", "--alpha", "0.05", "--out", str(out), "--quiet"]) == 2
+    assert "already exists" in capsys.readouterr().err
