@@ -8,8 +8,6 @@ from functools import partial
 
 import numpy as np
 
-# explicit submodule imports: they work even where `numerics` resolves as a namespace package (a stale
-# editable install), unlike attribute access on the package
 from numerics.bma import parent_posterior
 from numerics.task import random_kernel, random_parents, sample_chains
 from numerics.claims import (INIT_KINDS, LEMMA3_RANGES, MI_FLOOR, THM3_RANGES, HISTOGRAM_EDGES, lemma3_monte_carlo, lemma3_pairs,
