@@ -10,17 +10,10 @@ import time
 
 import numpy as np
 
+from benchmarks.timing import best_of
+
 from numerics.ds import ds_log_parent_posterior, ds_parent_posterior, random_orthogonal, sample_ds_task
 from numerics.ds_fit import fit_score
-
-
-def _best_of(fn, repeat: int = 3) -> float:
-    best = np.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def posterior_loop(A: np.ndarray, rho: float, context: np.ndarray) -> np.ndarray:
@@ -41,9 +34,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     d, H, L, B, rho = 5, 10, 10, 10_000, 0.5
     A = random_orthogonal(d, rng=rng)
-    t_sample = _best_of(lambda: sample_ds_task(A, rho, B, L, H, rng=rng))
+    t_sample = best_of(lambda: sample_ds_task(A, rho, B, L, H, rng=rng))
     task = sample_ds_task(A, rho, B, L, H, rng=rng)
-    t_post = _best_of(lambda: ds_parent_posterior(A, rho, task.context))
+    t_post = best_of(lambda: ds_parent_posterior(A, rho, task.context))
     n_loop = 200
     t0 = time.perf_counter()
     looped = posterior_loop(A, rho, task.context[:n_loop])
@@ -76,7 +69,7 @@ def main() -> None:
                 mean, _ = model(x)
                 ((mean[:, 1:] - x[:, -1, 1:]) ** 2).sum(-1).mean().backward()
 
-            t = _best_of(step)
+            t = best_of(step)
             print(f"DSModel {selector:8s} ({copier} copier, L=30, batch 256): forward+backward "
                   f"{t * 1e3:.1f} ms, {sum(p.numel() for p in model.parameters())} weights")
     assert math.isfinite(t)

@@ -8,18 +8,11 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
+from benchmarks.timing import best_of
 from scipy.special import logsumexp
 
 import numerics as nm
-
-
-def _best_of(fn, repeat: int = 3) -> float:
-    best = np.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def posterior_loop(kernel: np.ndarray, context: np.ndarray) -> np.ndarray:
@@ -40,7 +33,7 @@ def main() -> None:
     d, H, L, B = 5, 10, 10, 10_000
     kernel = nm.random_kernel(d, eps=0.01, rng=rng)
     batch = nm.sample_task(kernel, B, L, H, rng=rng)
-    t_batched = _best_of(lambda: nm.parent_posterior(kernel, batch.context))
+    t_batched = best_of(lambda: nm.parent_posterior(kernel, batch.context))
     t0 = time.perf_counter()
     looped = posterior_loop(kernel, batch.context)
     t_loop = time.perf_counter() - t0
@@ -52,8 +45,8 @@ def main() -> None:
 
     parents = nm.random_parents(H, rng=rng)
     n = 1_000_000
-    t_sample = _best_of(lambda: nm.sample_chains(kernel, parents, n, rng=rng))
-    t_uniforms = _best_of(lambda: rng.random((H, n)))  # baseline: drawing the uniforms alone
+    t_sample = best_of(lambda: nm.sample_chains(kernel, parents, n, rng=rng))
+    t_uniforms = best_of(lambda: rng.random((H, n)))  # baseline: drawing the uniforms alone
     print(f"sample_chains, {n:.0e} chains (d={d}, H={H}): {t_sample:.3f} s, "
           f"{n / t_sample / 1e6:.2f} M chains/s, {t_sample / t_uniforms:.1f}x the time to draw the uniforms "
           f"(target < 1 s): {'met' if t_sample < 1 else 'NOT met'}")

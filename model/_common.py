@@ -140,3 +140,11 @@ def torch_save_atomic(obj, path) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     torch.save(obj, tmp)
     os.replace(tmp, path)
+
+
+def check_int_fields(config, minimums: tuple[tuple[str, int], ...]) -> None:
+    """Raise ValueError unless every named field of ``config`` is an integer at or above its minimum."""
+    for name, minimum in minimums:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")

@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model._common import TwoLayerModel, causal_softmax, check_output_rule, output_log_probs
+from model._common import (TwoLayerModel, causal_softmax, check_int_fields, check_output_rule,
+                           output_log_probs)
 
 
 @dataclass
@@ -31,10 +32,7 @@ class AbsoluteConfig:
     init_std: float = 1.0
 
     def __post_init__(self) -> None:
-        for name, minimum in (("d", 2), ("max_H", 2), ("max_L", 1), ("K", 1)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        check_int_fields(self, (("d", 2), ("max_H", 2), ("max_L", 1), ("K", 1)))
         check_output_rule(self.output)
 
 

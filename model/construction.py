@@ -32,9 +32,7 @@ def bma_construction(kernel, L: int, beta: float, output: str = "mixture", *, ma
     -------
     StructuredTransformer in eval mode, on the CPU.
     """
-    kernel = check_kernel(kernel)
-    if kernel.ndim != 2:
-        raise ValueError(f"kernel must be a single (d, d) matrix, got shape {kernel.shape}")
+    kernel = check_kernel(kernel, single=True)
     if np.any(kernel <= 0):
         raise ValueError("kernel must be strictly positive for the construction (W_KQ = log π is finite only then); "
                          "draw it with eps > 0")

@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model._common import TwoLayerModel, causal_softmax, check_output_rule, output_log_probs
+from model._common import (TwoLayerModel, causal_softmax, check_int_fields, check_output_rule,
+                           output_log_probs)
 
 
 @dataclass
@@ -46,10 +47,7 @@ class StructuredConfig:
     init_std: float = 1.0
 
     def __post_init__(self) -> None:
-        for name, minimum in (("d", 2), ("max_H", 2), ("max_L", 1), ("K", 1)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        check_int_fields(self, (("d", 2), ("max_H", 2), ("max_L", 1), ("K", 1)))
         check_output_rule(self.output)
         if not (self.beta > 0):
             raise ValueError(f"beta must be a positive RPE logit scale, got {self.beta!r}")

@@ -39,8 +39,8 @@ def _finite_float_array(x, name: str) -> np.ndarray:
     return arr
 
 
-def check_kernel(kernel, name: str = "kernel") -> np.ndarray:
-    """A (..., d, d) row-stochastic matrix with d >= 2: ``kernel[i, j] = π(j | i)``."""
+def check_kernel(kernel, name: str = "kernel", *, single: bool = False) -> np.ndarray:
+    """A (..., d, d) row-stochastic matrix with d >= 2: ``kernel[i, j] = π(j | i)``; ``single``: exactly (d, d)."""
     arr = _finite_float_array(kernel, name)
     if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2]:
         raise ValueError(f"{name} must be a square (d, d) matrix (optionally with leading batch axes), got shape {arr.shape}")
@@ -53,6 +53,8 @@ def check_kernel(kernel, name: str = "kernel") -> np.ndarray:
         worst = float(np.max(np.abs(rows - 1.0)))
         raise ValueError(f"{name} must be row-stochastic (each row sums to 1: kernel[i, j] = π(j | i)); "
                          f"worst row sum is off by {worst:.3g}")
+    if single and arr.ndim != 2:
+        raise ValueError(f"{name} must be a single (d, d) matrix, got shape {arr.shape}")
     return arr
 
 
@@ -88,8 +90,10 @@ def check_joint(joint, name: str = "joint") -> np.ndarray:
     return arr
 
 
-def check_parents(parents, H: int | None = None, name: str = "parents") -> np.ndarray:
-    """A (..., H) int array: parents[..., 0] = -1 and 0 <= parents[..., h] < h (a tree rooted at position 0)."""
+def check_parents(parents, H: int | None = None, name: str = "parents", *, single: bool = False) -> np.ndarray:
+    """A (..., H) int array: parents[..., 0] = -1 and 0 <= parents[..., h] < h (a tree rooted at position 0).
+
+    ``single``: exactly one tree, shape (H,)."""
     arr = np.asarray(parents)
     if arr.dtype.kind not in "iu":
         if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
@@ -97,6 +101,8 @@ def check_parents(parents, H: int | None = None, name: str = "parents") -> np.nd
         else:
             raise ValueError(f"{name} must be an integer array, got dtype {arr.dtype}")
     arr = arr.astype(np.int64)
+    if single and arr.ndim != 1:
+        raise ValueError(f"{name} must be one tree of shape (H,), got shape {arr.shape}")
     if arr.ndim < 1:
         raise ValueError(f"{name} must be a 1-D array of length H, got a scalar")
     if arr.shape[-1] < 2:

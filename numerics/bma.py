@@ -81,9 +81,7 @@ def parent_posterior(kernel, context) -> np.ndarray:
     -------
     (..., H, H) float64; row h sums to one over h' < h (row 0 is zero); entries with h' >= h are zero.
     """
-    kernel = check_kernel(kernel)
-    if kernel.ndim != 2:
-        raise ValueError(f"kernel must be a single (d, d) matrix, got shape {kernel.shape}")
+    kernel = check_kernel(kernel, single=True)
     return selector_attention(_log_kernel(kernel), context)
 
 

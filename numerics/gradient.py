@@ -25,12 +25,8 @@ _BLOCK = 1 << 17
 
 
 def _validate(kernel, parents, h: int, init):
-    kernel = check_kernel(kernel)
-    if kernel.ndim != 2:
-        raise ValueError(f"kernel must be a single (d, d) matrix, got shape {kernel.shape}")
-    parents = check_parents(parents)
-    if parents.ndim != 1:
-        raise ValueError(f"parents must be one tree of shape (H,), got shape {parents.shape}")
+    kernel = check_kernel(kernel, single=True)
+    parents = check_parents(parents, single=True)
     h = check_positive_int(h, "h", 1)
     if h >= parents.shape[0]:
         raise ValueError(f"h must be a position in 1..{parents.shape[0] - 1} (it needs h candidates), got {h}")

@@ -13,9 +13,7 @@ from numerics.task import stationary_distribution
 
 def depths(parents) -> np.ndarray:
     """Depth of every position in the tree (root = 0). (H,) int64."""
-    parents = check_parents(parents)
-    if parents.ndim != 1:
-        raise ValueError(f"parents must be one tree of shape (H,), got shape {parents.shape}")
+    parents = check_parents(parents, single=True)
     depth = np.zeros(parents.shape[0], dtype=np.int64)
     for h in range(1, parents.shape[0]):  # parents[h] < h, so its depth is already known
         depth[h] = depth[parents[h]] + 1
@@ -69,9 +67,7 @@ def pairwise_joint(kernel, parents, i: int, j: int, init=None) -> np.ndarray:
     -------
     (d, d) float64, rows indexed by x_i, columns by x_j.
     """
-    kernel = check_kernel(kernel)
-    if kernel.ndim != 2:
-        raise ValueError(f"kernel must be a single (d, d) matrix, got shape {kernel.shape}")
+    kernel = check_kernel(kernel, single=True)
     parents = check_parents(parents)
     d = kernel.shape[0]
     init = stationary_distribution(kernel) if init is None else check_init(init, d)

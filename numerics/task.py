@@ -48,9 +48,7 @@ def stationary_distribution(kernel) -> np.ndarray:
     -------
     (d,) float64 probability vector.
     """
-    kernel = check_kernel(kernel)
-    if kernel.ndim != 2:
-        raise ValueError(f"kernel must be a single (d, d) matrix here, got shape {kernel.shape}")
+    kernel = check_kernel(kernel, single=True)
     d = kernel.shape[0]
     A = np.vstack([kernel.T - np.eye(d), np.ones((1, d))])  # (d+1, d)
     b = np.zeros(d + 1)
@@ -114,12 +112,8 @@ def sample_chains(kernel, parents, n: int, *, rng: np.random.Generator, init=Non
     (n, H) int64 tokens (a Fortran-ordered view: each position is stored contiguously, which is how
     the sampler fills it).
     """
-    kernel = check_kernel(kernel)
-    if kernel.ndim != 2:
-        raise ValueError(f"kernel must be a single (d, d) matrix, got shape {kernel.shape}")
-    parents = check_parents(parents)
-    if parents.ndim != 1:
-        raise ValueError(f"parents must be one tree of shape (H,), got shape {parents.shape}")
+    kernel = check_kernel(kernel, single=True)
+    parents = check_parents(parents, single=True)
     n = check_positive_int(n, "n", minimum=0)
     rng = check_rng(rng)
     d, H = kernel.shape[0], parents.shape[0]
@@ -162,9 +156,7 @@ def sample_task(kernel, n_contexts: int, L: int, H: int, *, rng: np.random.Gener
     -------
     TaskBatch(parents (B, H), context (B, L, H), query (B, H)).
     """
-    kernel = check_kernel(kernel)
-    if kernel.ndim != 2:
-        raise ValueError(f"kernel must be a single (d, d) matrix, got shape {kernel.shape}")
+    kernel = check_kernel(kernel, single=True)
     B = check_positive_int(n_contexts, "n_contexts", minimum=1)
     L = check_positive_int(L, "L", minimum=0)
     H = check_positive_int(H, "H", minimum=2)
