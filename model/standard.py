@@ -7,6 +7,14 @@ row h attends to every context token and to query-example tokens h' < h; content
 attends to context tokens and query-example tokens <= h'. Layer 2 (one head, the parent selector A^(2)): query
 row h attends to content rows h' < h. Each layer: x + Attn(LN(x)), then x + FFN(LN(x)); output through a final
 LayerNorm and an unembedding (the usual logit output).
+
+The architecture can express BMA's parent selection exactly: tests/test_model_standard.py sets weights by hand
+(head k copies x^k_h from the same position h, layer 2 scores Σ_k log π(copy_k(h) | copy_k(h'))) and gets
+A^(2) = the BMA posterior to 1e-4. Trained from its N(0, 0.02) initialisation at d=5, H=10, L=10 it stays on the
+uniform-attention plateau (parent accuracy ≈ chance) within the preset budgets: a layer-1 head must pick one
+example AND the same position before layer 2 gets any pairing signal (same-position copies averaged over examples
+carry none), and even with exact copies forced the random value/selector path learns only at small lr
+(1e-3) and large batches (256). A run stuck there is inconclusive for ``exp-robustness``, not a counterexample.
 """
 from __future__ import annotations
 

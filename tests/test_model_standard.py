@@ -1,0 +1,111 @@
+"""The standard transformer (model/standard.py) can express BMA's parent selection exactly.
+
+A hand-set weight assignment: layer-1 head k copies x^k_h (same position h, example k) into its own block of the
+residual stream, for the query stream row h and for the content rows h' of the query example alike; layer 2 scores
+Σ_k log π(copy_k(h) | copy_k(h')). Its A^(2) must equal ``numerics.parent_posterior``. A bug in the masks, in which
+stream layer 2 reads, in the example/position embeddings of either stream, or in the selector's inputs breaks it.
+Every LayerNorm input here holds exactly n unit entries (disjoint one-hot blocks), so LayerNorm is a fixed affine
+map that the next linear layer undoes.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import numerics
+from model.standard import StandardConfig, StandardTransformer
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def hand_copy_model(kernel: np.ndarray, L: int, H: int, beta: float = 30.0) -> StandardTransformer:
+    """K = L heads; head k attends from (example L, position h) to (example k, position h) with margin beta."""
+    d, K = kernel.shape[0], L
+    need = (d + 1) + (L + 1) + H + K * d + d  # tokens, examples, positions, copy blocks, output block
+    hs = max(H + 1, d, -(-need // K))
+    w = K * hs
+    model = StandardTransformer(StandardConfig(d=d, max_H=H, max_L=L, K=K, width=w, ffn_mult=1))
+    T, E, P = 0, d + 1, d + 1 + L + 1
+    C = P + H  # copy block of head k: C + k*d .. C + (k+1)*d
+    O = C + K * d  # output block
+    logpi = torch.tensor(np.log(kernel), dtype=torch.float32)
+
+    def through_ln(lin, A, n_ones):
+        """lin(LN(x)) = A x for every x with exactly n_ones unit entries and zeros elsewhere."""
+        mu = n_ones / w
+        s = math.sqrt(mu - mu * mu + 1e-5)  # LayerNorm's std of such an x (eps 1e-5)
+        lin.weight.copy_(s * A)
+        lin.bias.copy_(mu * A.sum(1))
+
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()  # FFNs off
+        for ln in (model.ln1, model.ln1_kv, model.ln1_ffn, model.ln2, model.ln2_kv, model.ln2_ffn, model.ln_f):
+            ln.weight.fill_(1.0)
+        model.tok.weight[:, T:T + d + 1] = torch.eye(d + 1)
+        model.ex.weight[:, E:E + L + 1] = torch.eye(L + 1)
+        model.pos.weight[:, P:P + H] = torch.eye(H)
+        Aq, Ak, Av, Ao = (torch.zeros(w, w) for _ in range(4))
+        for k in range(K):
+            base = k * hs
+            Aq[base:base + H, P:P + H] = beta * math.sqrt(hs) * torch.eye(H)  # same position: +beta
+            Ak[base:base + H, P:P + H] = torch.eye(H)
+            Ak[base + H, E + k] = 1.0  # example k: +beta (query side: constant beta from the bias)
+            Av[base:base + d, T:T + d] = torch.eye(d)
+            Ao[C + k * d:C + (k + 1) * d, base:base + d] = torch.eye(d)
+        through_ln(model.q1, Aq, 3)
+        model.q1.bias[torch.arange(K) * hs + H] += beta * math.sqrt(hs)
+        through_ln(model.k1, Ak, 3)
+        through_ln(model.v1, Av, 3)
+        model.o1.weight.copy_(Ao)
+        Aq2, Ak2, Av2 = (torch.zeros(w, w) for _ in range(3))
+        for k in range(K):
+            Aq2[k * d:(k + 1) * d, C + k * d:C + (k + 1) * d] = math.sqrt(w) * torch.eye(d)
+            Ak2[k * d:(k + 1) * d, C + k * d:C + (k + 1) * d] = logpi.T
+        Av2[:d, T:T + d] = torch.eye(d)
+        for lin, A in ((model.q2, Aq2), (model.k2, Ak2), (model.v2, Av2)):
+            through_ln(lin, A, 3 + K)  # embeddings + K exact copies
+        model.o2.weight[O:O + d, :d] = torch.eye(d)
+        model.unembed.weight[:, O:O + d] = logpi.T  # logits ∝ Σ_h' A log π[x_h'] (the logit rule)
+    return model
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_hand_copy_weights_give_the_bma_parent_posterior(seed):
+    rng = np.random.default_rng(seed)
+    d, H, L = 4, 6, 5
+    kernel = numerics.random_kernel(d, eps=0.02, rng=rng)
+    batch = numerics.sample_task(kernel, 100, L, H, rng=rng)
+    model = hand_copy_model(kernel, L, H)
+    with torch.no_grad():
+        att = model.parent_attention(batch.context, batch.query).double().numpy()
+        probs = model.predict(batch.context, batch.query).double().numpy()
+    posterior = numerics.parent_posterior(kernel, batch.context)
+    np.testing.assert_allclose(att, posterior, atol=1e-4)
+    assert np.all(np.isfinite(probs)) and np.allclose(probs.sum(-1), 1.0, atol=1e-5)
+
+
+def test_hand_copy_weights_see_no_query_token_at_or_after_h():
+    """Changing x^{L+1}_h .. x^{L+1}_{H-1} leaves row h of A^(2) and of the prediction unchanged."""
+    rng = np.random.default_rng(3)
+    d, H, L = 3, 5, 4
+    kernel = numerics.random_kernel(d, eps=0.05, rng=rng)
+    batch = numerics.sample_task(kernel, 20, L, H, rng=rng)
+    model = hand_copy_model(kernel, L, H)
+    with torch.no_grad():
+        att, logp = model(batch.context, batch.query)
+        for h in range(H):
+            other = batch.query.copy()
+            other[:, h:] = (other[:, h:] + 1) % d
+            att2, logp2 = model(batch.context, other)
+            torch.testing.assert_close(att2[:, h], att[:, h])
+            torch.testing.assert_close(logp2[:, h], logp[:, h])
