@@ -261,10 +261,13 @@ def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: TrainConfig, *, de
         models = []
         for cfg in cfgs:
             model = DSModel(cfg)
-            with torch.no_grad():  # seeded initial weights of the FFN selector, from our own generator
-                for name, p in model.named_parameters():
-                    if name.startswith(("ffn.", "W_Q", "W_K")) and p.ndim == 2:
-                        p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+            with torch.no_grad():  # every weight of the FFN selector from our own generator (never torch's global
+                for name, p in model.named_parameters():  # RNG, which made runs differ between processes)
+                    if name.startswith(("ffn.", "W_Q", "W_K")):
+                        if p.ndim == 2:
+                            p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+                        else:
+                            p.zero_()  # biases start at zero
             models.append(model)
     models = [m.to(device) for m in models]
     opts = [torch.optim.Adam(m.parameters(), lr=train.ffn_lr if m.cfg.selector == "ffn" else train.lr)

@@ -146,3 +146,20 @@ def test_bad_configuration_and_input_are_rejected():
         train_ds_models([DSModelConfig(d=3, H=4, L=2)], 2 * np.eye(3), RHO, TrainConfig(steps=1))
     with pytest.raises(ValueError, match="rho"):
         evaluate_ds_model(model, np.eye(3), 1.2, [1], n_eval=4, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("selector", ["bilinear", "key-norm", "ffn"])
+def test_training_does_not_depend_on_torchs_global_rng(selector):
+    # Reference: the same seeded run with torch's global generator in two different states; every weight must
+    # come from the run's own generator (the FFN biases once did not, and reports differed between processes).
+    from model.ds import train_ds_models
+
+    A = random_orthogonal(3, rng=np.random.default_rng(0))
+    cfg = DSModelConfig(d=3, H=4, L=3, selector=selector, copier="exact")
+    weights = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        (model,), _ = train_ds_models([cfg], A, 0.5, TrainConfig(steps=3, batch_size=8, seed=5))
+        weights.append({k: v.clone() for k, v in model.state_dict().items()})
+    for name in weights[0]:
+        assert torch.equal(weights[0][name], weights[1][name]), name
