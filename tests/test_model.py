@@ -23,14 +23,6 @@ from numerics.enumeration import brute_force_parent_posterior
 from numerics.strategies import kernels
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small models run fastest on one thread (and the suite runs one worker per core)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def _randomized(model: torch.nn.Module, seed: int) -> torch.nn.Module:
     """Every parameter random (a zero W_KQ would hide a leak through the selector)."""

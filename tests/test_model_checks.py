@@ -17,13 +17,6 @@ from model.training import TrainConfig, train
 from reports.core import CheckContext
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 @pytest.mark.parametrize("name", ["bma_score_identity", "thm1_construction", "thm1_construction_curves",
                                   "thm3_init_gradient"])

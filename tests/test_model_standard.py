@@ -19,13 +19,6 @@ import numerics
 from model.standard import StandardConfig, StandardTransformer
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def hand_copy_model(kernel: np.ndarray, L: int, H: int, beta: float = 30.0) -> StandardTransformer:
     """K = L heads; head k attends from (example L, position h) to (example k, position h) with margin beta."""
