@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model._common import TwoLayerModel, causal_softmax
+from model._common import TwoLayerModel, causal_softmax, check_int_fields
 
 
 @dataclass
@@ -40,10 +40,7 @@ class StandardConfig:
     ffn_mult: int = 4
 
     def __post_init__(self) -> None:
-        for name, minimum in (("d", 2), ("max_H", 2), ("max_L", 1), ("K", 1), ("width", 1), ("ffn_mult", 1)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        check_int_fields(self, (("d", 2), ("max_H", 2), ("max_L", 1), ("K", 1), ("width", 1), ("ffn_mult", 1)))
         if self.width % self.K:
             raise ValueError(f"width must be divisible by K = {self.K}, got {self.width}")
 
