@@ -41,6 +41,22 @@ def selector_scores(W, context) -> np.ndarray:
     return pair.sum(axis=-3)
 
 
+def causal_log_softmax(scores) -> np.ndarray:
+    """Row-wise log-softmax over h' < h of (..., H, H) scores; −inf on row 0 and on entries h' >= h.
+
+    The one causal normalisation of the package: the discrete selector and the DS posterior both use it.
+    A row whose candidates are all −inf comes out NaN (callers decide what an impossible row means).
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    H = s.shape[-1]
+    allowed = np.tril(np.ones((H, H), dtype=bool), k=-1)  # (H, H): h' < h
+    rows = np.where(allowed, s, -np.inf)[..., 1:, :]  # (..., H-1, H)
+    out = np.full(s.shape, -np.inf)
+    with np.errstate(invalid="ignore"):  # −inf − (−inf) = NaN marks an impossible row
+        out[..., 1:, :] = rows - logsumexp(rows, axis=-1, keepdims=True)
+    return out
+
+
 def selector_attention(W, context) -> np.ndarray:
     """Causal softmax of :func:`selector_scores`: row h is a law over h' < h; rows and columns >= h are zero.
 
@@ -51,17 +67,10 @@ def selector_attention(W, context) -> np.ndarray:
     ValueError
         if some row has every candidate at −inf (the context is impossible under W).
     """
-    scores = selector_scores(W, context)  # (..., H, H)
-    H = scores.shape[-1]
-    allowed = np.tril(np.ones((H, H), dtype=bool), k=-1)  # h' < h
-    masked = np.where(allowed, scores, -np.inf)
-    rows = masked[..., 1:, :]  # (..., H-1, H)
-    norm = logsumexp(rows, axis=-1, keepdims=True)
-    if np.any(~np.isfinite(norm)):
+    log_attention = causal_log_softmax(selector_scores(W, context))  # (..., H, H)
+    if np.any(np.isnan(log_attention)):
         raise ValueError("context is impossible under W: some position has zero likelihood for every candidate parent")
-    attention = np.zeros_like(scores)
-    attention[..., 1:, :] = np.exp(rows - norm)
-    return attention
+    return np.exp(log_attention)
 
 
 def _log_kernel(kernel: np.ndarray) -> np.ndarray:

@@ -25,6 +25,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from numerics._validate import check_parents, check_positive_int, check_rng
+from numerics.bma import causal_log_softmax
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -195,25 +196,9 @@ def ds_score_terms(A, rho, context) -> tuple[np.ndarray, np.ndarray]:
     return bilinear, quadratic
 
 
-def masked_log_softmax(scores) -> np.ndarray:
-    """Row-wise log-softmax over h' < h of (..., H, H) scores; −inf on row 0 and on entries h' >= h."""
-    s = np.asarray(scores, dtype=np.float64)
-    H = s.shape[-1]
-    allowed = np.tril(np.ones((H, H), dtype=bool), k=-1)  # (H, H): h' < h
-    rows = np.where(allowed, s, -np.inf)[..., 1:, :]  # (..., H-1, H); each row has >= 1 finite entry
-    out = np.full(s.shape, -np.inf)
-    out[..., 1:, :] = rows - logsumexp(rows, axis=-1, keepdims=True)
-    return out
-
-
-def masked_softmax(scores) -> np.ndarray:
-    """Row-wise softmax over h' < h of a (..., H, H) score array; row 0 and entries h' >= h are zero."""
-    return np.exp(masked_log_softmax(scores))
-
-
 def ds_log_parent_posterior(A, rho, context) -> np.ndarray:
     """log P(pa(h) = h' | context), (..., H, H); −inf on row 0 and h' >= h (no underflow on sharp rows)."""
-    return masked_log_softmax(ds_log_likelihood_scores(A, rho, context))
+    return causal_log_softmax(ds_log_likelihood_scores(A, rho, context))
 
 
 def ds_parent_posterior(A, rho, context) -> np.ndarray:

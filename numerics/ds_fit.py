@@ -18,8 +18,8 @@ from scipy.optimize import minimize
 from scipy.special import log_softmax
 
 from numerics._validate import check_positive_int, check_rng
-from numerics.ds import (check_orthogonal, check_rho, check_vectors, ds_log_parent_posterior, masked_log_softmax,
-                         posterior_kl, sample_ds_task)
+from numerics.bma import causal_log_softmax
+from numerics.ds import check_orthogonal, check_rho, check_vectors, ds_log_parent_posterior, posterior_kl, sample_ds_task
 
 
 def exact_score_parameters(A, rho) -> tuple[np.ndarray, float]:
@@ -48,7 +48,7 @@ def score_log_attention(W, context, key_norm_coef: float = 0.0) -> np.ndarray:
     scores = np.einsum("...lgi,...lhi->...hg", x, x @ W.T)  # (..., H, H): Σ_l x_g W x_h
     if c != 0.0:
         scores = scores + c * np.einsum("...lgi,...lgi->...g", x, x)[..., None, :]
-    return masked_log_softmax(scores)
+    return causal_log_softmax(scores)
 
 
 def score_attention(W, context, key_norm_coef: float = 0.0) -> np.ndarray:

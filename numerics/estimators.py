@@ -45,10 +45,6 @@ class Estimate:
         """Whether the interval contains ``truth`` (elementwise)."""
         return (np.asarray(self.low) <= truth) & (truth <= np.asarray(self.high))
 
-    def as_dict(self) -> dict:
-        return {"value": self.value, "stderr": self.stderr, "low": self.low, "high": self.high,
-                "n": self.n, "level": self.level}
-
 
 def _z(level: float) -> float:
     if not 0.0 < level < 1.0:

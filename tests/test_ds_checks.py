@@ -6,7 +6,8 @@ import pytest
 
 import numerics.ds_fit
 from model.ds import DSModel
-from numerics.ds import ds_score_terms, masked_log_softmax
+from numerics.bma import causal_log_softmax
+from numerics.ds import ds_score_terms
 from reports.checks import ds
 from reports.core import CheckContext, jsonable
 
@@ -23,7 +24,7 @@ def ctx(tmp_path, monkeypatch):
 def bilinear_only_posterior(A, rho, context):
     """A planted bug: the 'exact' posterior without the key-only quadratic term (Proposition 2 denied)."""
     bilinear, _ = ds_score_terms(A, rho, context)
-    return masked_log_softmax(bilinear)
+    return causal_log_softmax(bilinear)
 
 
 def test_bilinear_fit_check_passes_and_packages_its_results(ctx):

@@ -107,7 +107,7 @@ def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
                < bil["gap_eval"][i_peak] - 3 * bil["gap_eval_se"][i_peak])
     key_norm_closes = max(kn["gap_eval"]) < 1e-4
     closing = _closing_L(L_values, bil["gap_eval"], bil["gap_eval_se"], 0.01)
-    W_star, c_star = exact_score_parameters(A, RHO)
+    _, c_star = exact_score_parameters(A, RHO)
     ok = all(positive) and shrinks and key_norm_closes
     measured = {
         "L": L_values, "bilinear_gap_fit": bil["gap_fit"], "bilinear_gap_fit_se": bil["gap_fit_se"],
