@@ -22,7 +22,7 @@ from typing import Iterable
 from tqdm.auto import tqdm
 
 from reports.core import TIERS, CheckContext, CheckOutcome, jsonable
-from reports.registry import CLAIMS, Claim, get_claim, implemented
+from reports.registry import CLAIMS, Claim, get_claim
 
 
 def environment() -> dict:
@@ -66,8 +66,8 @@ def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = F
     matplotlib.use("Agg")
     claims = list(claims)
     kinds = None if kinds is None else set(kinds)
-    work = [(claim, check) for claim in claims for check in claim.checks
-            if implemented(check) and (kinds is None or check.kind in kinds)]
+    # every registered check runs: one whose function cannot be imported is a failed check, not a missing row
+    work = [(claim, check) for claim in claims for check in claim.checks if kinds is None or check.kind in kinds]
     bar = tqdm(total=len(work), disable=None if progress else True, unit="check")
     records = {claim.id: [] for claim in claims}
     for claim, check in work:

@@ -193,3 +193,17 @@ def test_executor_rejects_bad_arguments():
         map_tasks(_draw, [], jobs=0)
     with pytest.raises(ValueError, match="scheduler"):
         map_tasks(_draw, [], scheduler="tcp://x:1")
+
+
+def test_every_registered_check_resolves_to_a_function():
+    # No claim may silently lose a check: each "module:function" of the registry must import.
+    missing = [check.function for claim in CLAIMS for check in claim.checks if not callable(check.resolve())]
+    assert not missing
+
+
+def test_a_check_that_cannot_be_imported_is_a_failed_check(registry, tmp_path, monkeypatch):
+    ghost = Claim("good", "p", "s", (Check("exact", f"{T}:no_such_function", "d"),))
+    monkeypatch.setattr(builder, "get_claim", lambda cid: ghost)
+    out = builder.build_report("quick", tmp_path / "rep", claims=["good"])
+    claim = json.loads((out / "results.json").read_text())["claims"][0]
+    assert claim["verdict"] == "fail" and "no_such_function" in claim["checks"][0]["error"]
