@@ -55,7 +55,7 @@ def claim_verdict(check_verdicts: list[str]) -> str:
 
 def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = False,
                kinds: Iterable[str] | None = None) -> list[dict]:
-    """Run every implemented check of ``claims`` (of the given ``kinds``, default all); one dict per claim in the
+    """Run every check of ``claims`` (of the given ``kinds``, default all); one dict per claim in the
     results.json schema (SPEC §6).
 
     A check that raises is recorded as ``fail`` with the error, never dropped: a crash means the claim was not

@@ -199,12 +199,3 @@ def get_claim(claim_id: str) -> Claim:
         if claim.id == claim_id:
             return claim
     raise ValueError(f"claim must be one of {', '.join(CLAIM_IDS)}; got {claim_id!r}")
-
-
-def implemented(check: Check) -> bool:
-    """Whether the check's function exists yet (the command lists only these)."""
-    try:
-        check.resolve()
-    except (ImportError, AttributeError):
-        return False
-    return True
