@@ -82,38 +82,63 @@ class StandardTransformer(TwoLayerModel):
 
     def forward(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
         context, query = self._tokens(context, query)
+        log_att, log_probs = self._examples(context, query, all_examples=False)
+        return log_att[:, 0], log_probs[:, 0]  # (B, H, H), (B, H, d)
+
+    def example_log_probs(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log A^(2) (B, L+1, H, H), log-probs (B, L+1, H, d)) of every example l, each read from examples < l and
+        its own prefix x^l_{<h} only (index L is the query: equal to ``forward``)."""
+        context, query = self._tokens(context, query)
+        return self._examples(context, query, all_examples=True)
+
+    def loss(self, context, query) -> torch.Tensor:
+        """Mean of −log f(x^l_h) over every example l = 1..L+1, positions h >= 1 and the batch (nats per token).
+
+        The standard language-model objective: example l is predicted from the examples before it, exactly as the
+        query is from the context (example 1 from example 0 alone is an easy, strong signal for "copy the same
+        position of an earlier example"). Evaluation (``forward``, query loss, A^(2)) reads the query only.
+        """
+        log_probs = self.example_log_probs(context, query)[1]  # (B, L+1, H, d)
+        context, query = self._tokens(context, query)
+        tokens = torch.cat([context, query[:, None, :]], dim=1)  # (B, L+1, H)
+        picked = log_probs.gather(-1, tokens[..., None])[..., 0]  # (B, L+1, H)
+        return -picked[..., 1:].mean()
+
+    def _examples(self, context: torch.Tensor, query: torch.Tensor, *, all_examples: bool
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log A^(2) (B, E, H, H), log-probs (B, E, H, d)) of the last example (E = 1) or of all L+1 (E = L+1)."""
         B, L, H = context.shape
         c = self.config
         if L > c.max_L or H > c.max_H:
             raise ValueError(f"context must have L <= max_L = {c.max_L} and H <= max_H = {c.max_H}, "
                              f"got L = {L}, H = {H}")
         dev = context.device
+        first = 0 if all_examples else L  # first predicted example
+        E, N = L + 1 - first, (L + 1) * H
         tokens = torch.cat([context, query[:, None, :]], dim=1)  # (B, L+1, H)
-        content = (self.tok(tokens) + self.ex(torch.arange(L + 1, device=dev))[None, :, None]
-                   + self.pos(torch.arange(H, device=dev))[None, None])  # (B, L+1, H, w)
-        content = content.reshape(B, (L + 1) * H, -1)  # (B, N, w)
-        mask_tok = torch.full((B, H), c.d, dtype=torch.long, device=dev)
-        qstream = self.tok(mask_tok) + self.ex.weight[L] + self.pos(torch.arange(H, device=dev))  # (B, H, w)
-        own = content[:, L * H:]  # (B, H, w): content rows of the query example
+        ex, pos = self.ex(torch.arange(L + 1, device=dev)), self.pos(torch.arange(H, device=dev))  # (L+1, w), (H, w)
+        content = (self.tok(tokens) + ex[None, :, None] + pos[None, None]).reshape(B, N, -1)  # (B, N, w)
+        qstream = (self.tok.weight[c.d] + ex[first:, None] + pos[None]).reshape(1, E * H, -1)  # (1, E*H, w)
+        own = content[:, first * H:]  # (B, E*H, w): content rows of the predicted examples
 
-        # layer 1: rows = [query stream (H); content of the query example (H)], keys = all content tokens
-        rows = torch.cat([qstream, own], dim=1)  # (B, 2H, w)
-        h = torch.arange(H, device=dev)
-        ctx_ok = torch.ones(2 * H, L * H, dtype=torch.bool, device=dev)
-        own_ok = torch.cat([h[None, :] < h[:, None], h[None, :] <= h[:, None]], dim=0)  # (2H, H)
-        allowed = torch.cat([ctx_ok, own_ok], dim=1)  # (2H, N)
+        # layer 1 in raster order i = l*H + h: query row i sees content j < i, content row i sees j <= i
+        # (examples before l, and its own example before h, resp. up to h)
+        rows = torch.cat([qstream.expand(B, -1, -1), own], dim=1)  # (B, 2EH, w)
+        i = torch.arange(first * H, N, device=dev)
+        j = torch.arange(N, device=dev)
+        allowed = torch.cat([j[None] < i[:, None], j[None] <= i[:, None]], dim=0)  # (2EH, N)
         rows = rows + self._attention1(self.ln1(rows), self.ln1_kv(content), allowed)
         rows = rows + self.ffn1(self.ln1_ffn(rows))
-        g, kv = rows[:, :H], rows[:, H:]  # (B, H, w) each
+        g, kv = rows[:, :E * H].view(B, E, H, -1), rows[:, E * H:].view(B, E, H, -1)  # (B, E, H, w) each
 
-        # layer 2: the parent selector, one head, query row h over content rows h' < h
-        q = self.q2(self.ln2(g))  # (B, H, w)
+        # layer 2: the parent selector, one head, query row (l, h) over content rows (l, h'), h' < h
+        q = self.q2(self.ln2(g))  # (B, E, H, w)
         kv = self.ln2_kv(kv)
-        k = self.k2(kv)  # (B, H, w)
-        log_att = causal_softmax(q @ k.transpose(1, 2) / math.sqrt(c.width))  # (B, H, H)
+        k = self.k2(kv)  # (B, E, H, w)
+        log_att = causal_softmax(q @ k.transpose(-1, -2) / math.sqrt(c.width))  # (B, E, H, H)
         g = g + self.o2(log_att.exp() @ self.v2(kv))  # row 0 attends to nothing: it only gets o2's bias
         g = g + self.ffn2(self.ln2_ffn(g))
-        return log_att, F.log_softmax(self.unembed(self.ln_f(g)), dim=-1)  # (B, H, H), (B, H, d)
+        return log_att, F.log_softmax(self.unembed(self.ln_f(g)), dim=-1)  # (B, E, H, H), (B, E, H, d)
 
     def _attention1(self, x: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
         B, R, w = x.shape
@@ -121,5 +146,7 @@ class StandardTransformer(TwoLayerModel):
         q = self.q1(x).view(B, R, K, hs).transpose(1, 2)  # (B, K, R, hs)
         k = self.k1(kv).view(B, -1, K, hs).transpose(1, 2)  # (B, K, N, hs)
         v = self.v1(kv).view(B, -1, K, hs).transpose(1, 2)  # (B, K, N, hs)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (B, K, R, hs)
+        # a row with no key (query row (0, 0), excluded from every loss) reads zero: unmask it, zero its output
+        seen = allowed.any(-1, keepdim=True)  # (R, 1)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed | ~seen) * seen  # (B, K, R, hs)
         return self.o1(y.transpose(1, 2).reshape(B, R, w))  # (B, R, w)

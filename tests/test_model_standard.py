@@ -102,3 +102,51 @@ def test_hand_copy_weights_see_no_query_token_at_or_after_h():
             att2, logp2 = model(batch.context, other)
             torch.testing.assert_close(att2[:, h], att[:, h])
             torch.testing.assert_close(logp2[:, h], logp[:, h])
+
+
+def _random_standard(seed: int, **sizes) -> StandardTransformer:
+    """Every parameter random (zero biases or a zero selector would hide a leak), float64."""
+    model = StandardTransformer(StandardConfig(**sizes))
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g))
+    return model.double().eval()
+
+
+def test_every_example_is_predicted_from_earlier_examples_and_its_own_prefix_only():
+    """The training loss's term (l, h) never sees x^l_h, later tokens of example l, or any example after l."""
+    d, H, L = 3, 5, 3
+    model = _random_standard(4, d=d, max_H=H, max_L=L, K=2, width=8)
+    rng = np.random.default_rng(5)
+    tokens = rng.integers(0, d, (2, L + 1, H))
+    with torch.no_grad():
+        att, logp = model.example_log_probs(tokens[:, :L], tokens[:, L])  # (B, L+1, H, H), (B, L+1, H, d)
+        for l in range(L + 1):
+            for h in range(1, H):
+                changed = tokens.copy()
+                changed[:, l, h:] = (changed[:, l, h:] + 1 + rng.integers(0, d - 1, (2, H - h))) % d
+                changed[:, l + 1:] = (changed[:, l + 1:] + 1) % d
+                att2, logp2 = model.example_log_probs(changed[:, :L], changed[:, L])
+                assert torch.equal(logp2[:, l, h], logp[:, l, h]), f"a later token leaked into (l, h) = ({l}, {h})"
+                assert torch.equal(att2[:, l, h], att[:, l, h])
+                # control: the change does move the predictions after (l, h)
+                later = logp2[:, l, h + 1:] if h + 1 < H else logp2[:, l + 1:]
+                if later.numel():
+                    assert not torch.allclose(later, (logp[:, l, h + 1:] if h + 1 < H else logp[:, l + 1:]))
+
+
+def test_forward_is_the_query_row_of_every_example_prediction():
+    d, H, L = 4, 6, 3
+    model = _random_standard(6, d=d, max_H=H, max_L=L, K=2, width=8)
+    rng = np.random.default_rng(7)
+    context, query = rng.integers(0, d, (3, L, H)), rng.integers(0, d, (3, H))
+    with torch.no_grad():
+        att, logp = model(context, query)
+        all_att, all_logp = model.example_log_probs(context, query)
+        torch.testing.assert_close(all_logp[:, L], logp)
+        torch.testing.assert_close(all_att[:, L], att)
+        # the training loss averages −log f(x^l_h) over every example and h >= 1
+        tokens = torch.from_numpy(np.concatenate([context, query[:, None]], 1))
+        expected = -all_logp.gather(-1, tokens[..., None])[..., 0][..., 1:].mean()
+        torch.testing.assert_close(model.loss(context, query), expected)
