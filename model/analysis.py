@@ -145,29 +145,40 @@ def copier_summary(model: StructuredTransformer, L: int, H: int) -> dict:
 
 
 def effective_selector_matrices(model: StructuredTransformer, L: int, H: int, *, min_mass: float = 0.5) -> dict:
-    """W_e = Σ_{k, k' copying example e} W_KQ[k, k'] for every example offset e some head copies.
+    """The bilinear form the selector applies to same-example, same-position token pairs, per context example.
 
-    With exact copies the selector score is Σ_e x^e_{h'}ᵀ W_e x^e_h, so W_e plays the role of W_tf = log π for
-    example e. A head counts as copying e when ≥ ``min_mass`` of its attention is on example e at position h.
-    Returns ``offsets`` (sorted), ``W`` (n_e, d, d), ``W_tf`` (the mean over e), ``heads`` per offset,
-    ``off_block_fraction`` = ‖blocks between heads of different examples‖_F² / ‖all blocks of copying heads‖_F².
+    With copies v_h[k] = Σ_n a_k(h, n) e_{x_n}, the score v_{h'}ᵀ W_KQ v_h holds the term x^l_{h'}ᵀ W_l x^l_h with
+    W_l(h, h') = Σ_{k,k'} a_k(h', (l, h')) a_{k'}(h, (l, h)) W_KQ[k, k'] (key head k, query head k'). BMA's score
+    Σ_l log π(x^l_h | x^l_{h'}) is exactly such a sum with W_l = log π, so W_l is what plays the role of W_tf
+    for example l (``exp-fig6-column-alignment``, ``exp-fig3-parameters``). Heads that split their mass count
+    in proportion; with exact copies W_l is the sum of the W_KQ blocks of the heads that copy example l.
+
+    Returns
+    -------
+    ``offsets`` the example offsets L+1−l (1..L) whose same-position copy mass, summed over heads and averaged
+    over h, is ≥ ``min_mass``; ``W`` (L, d, d) W_l averaged over pairs h' < h, in offset order 1..L;
+    ``W_tf`` the mean of W over all L examples; ``heads`` per covered offset, the heads with ≥ ``min_mass`` of
+    their attention on that example at the same position; ``off_block_fraction`` =
+    ‖W_KQ blocks between heads of different examples‖_F² / ‖all blocks among those heads‖_F².
     """
-    summary = copier_summary(model, L, H)
     d, K = model.d, model.K
+    with torch.no_grad():
+        att = model.copier_attention(L, H).double().cpu().numpy().reshape(K, H, L + 1, H)  # [k, h, l, h_key]
     W_KQ = model.W_KQ.detach().double().cpu().numpy().reshape(K, d, K, d)  # [k, i, k', j]
-    groups: dict[int, list[int]] = {}
-    for k in range(K):
-        offset = summary["example_offset"][k]
-        if offset >= 1 and summary["offset_mass"][k] >= min_mass and summary["same_position_mass"][k] >= min_mass:
-            groups.setdefault(offset, []).append(k)
-    offsets = sorted(groups)
-    W = np.stack([sum(W_KQ[k, :, k2, :] for k in groups[e] for k2 in groups[e]) for e in offsets]) if offsets \
-        else np.zeros((0, d, d))
+    same = np.stack([att[:, h, :, h] for h in range(H)], axis=1)[:, :, :L]  # (K, H, L): a_k(h, (l, h))
+    pairs = np.tril(np.ones((H, H)), -1)  # [query h, key h'] with h' < h
+    # C[l, k, k'] = mean over h' < h of a_k(h', (l, h')) a_k'(h, (l, h))
+    C = np.einsum("kpl,qhl,hp->lkq", same, same, pairs) / pairs.sum()  # (L, K, K)
+    W = np.einsum("lkq,kiqj->lij", C, W_KQ)[::-1]  # (L, d, d), offset 1 (the newest example) first
+    mass = same.sum(0).mean(0)[::-1]  # (L,) same-position copy mass per offset
+    offsets = [e + 1 for e in range(L) if mass[e] >= min_mass]
+    per_head = same.mean(1)[:, ::-1]  # (K, L): head k's mean mass on (offset e+1, same position)
+    groups = {e: [k for k in range(K) if per_head[k, e - 1] >= min_mass] for e in offsets}
     copying = [k for e in offsets for k in groups[e]]
     total = sum(float((W_KQ[k, :, k2, :] ** 2).sum()) for k in copying for k2 in copying)
     inside = sum(float((W_KQ[k, :, k2, :] ** 2).sum()) for e in offsets for k in groups[e] for k2 in groups[e])
-    return {"offsets": offsets, "heads": {str(e): groups[e] for e in offsets}, "W": W,
-            "W_tf": W.mean(0) if offsets else np.zeros((d, d)),
+    return {"offsets": offsets, "heads": {str(e): groups[e] for e in offsets}, "W": np.ascontiguousarray(W),
+            "W_tf": W.mean(0), "copy_mass": mass.tolist(),
             "off_block_fraction": (1.0 - inside / total) if total > 0 else float("nan")}
 
 

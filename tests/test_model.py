@@ -258,3 +258,25 @@ def test_parameter_analyses_read_the_construction_exactly():
     assert selector["offsets"] == [1, 2, 3] and selector["off_block_fraction"] == 0.0
     np.testing.assert_allclose(selector["W_tf"], np.log(kernel), atol=1e-12)
     assert analysis.column_softmax_error(selector["W_tf"], kernel) < 1e-12
+
+
+def test_effective_selector_weights_split_heads_by_their_copy_mass():
+    # head 0 puts mass p on example offset 1 and 1 − p on offset 2 (both at the same position, exactly), head 1
+    # copies offset 2. Written out by hand: the same-example pairs of offset 1 see p² A, those of offset 2 see
+    # (1−p)² A + B + (1−p)(C + Cᵀ-slot), where A, B are the heads' own blocks and C the blocks between them.
+    d, H, p = 3, 5, 0.7
+    model = StructuredTransformer(StructuredConfig(d=d, max_H=H, max_L=2, K=2, beta=1.0)).double()
+    rng = np.random.default_rng(5)
+    blocks = rng.normal(size=(2, d, 2, d))  # [key head, i, query head, j]
+    with torch.no_grad():
+        model.w_H.fill_(-200.0)
+        model.w_H[:, H - 1] = 0.0  # offset h − h' = 0 only
+        model.w_L.copy_(torch.tensor([[-200.0, np.log(p / (1 - p)), 0.0], [-200.0, -200.0, 0.0]]))
+        model.W_KQ.copy_(torch.tensor(blocks.reshape(2 * d, 2 * d)))
+    selector = analysis.effective_selector_matrices(model, 2, H)
+    A, B, C01, C10 = blocks[0, :, 0], blocks[1, :, 1], blocks[0, :, 1], blocks[1, :, 0]
+    np.testing.assert_allclose(selector["W"][0], p ** 2 * A, atol=1e-9)
+    np.testing.assert_allclose(selector["W"][1], (1 - p) ** 2 * A + B + (1 - p) * (C01 + C10), atol=1e-9)
+    np.testing.assert_allclose(selector["W_tf"], selector["W"].mean(0), atol=1e-12)
+    np.testing.assert_allclose(selector["copy_mass"], [p, 1 + (1 - p)], atol=1e-9)
+    assert selector["offsets"] == [1, 2] and selector["heads"] == {"1": [0], "2": [1]}
