@@ -71,8 +71,9 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
     elif name == "fig6":
         # K = 12 (four heads per example): with K = 6 the full run left one example uncovered (L_pa 0.29 above
         # BMA's after 2048 steps); with 12 both seeds tried covered all three and converged (gap < 0.01)
-        runs = {"fig6": TrainConfig(d=20, H=50, L=3, K=12, steps=300 if quick else 2048,
-                                    batch_size=64 if quick else 256, eval_every=100,
+        # quick: 600 full-size steps (at 300-400 steps, or at batch 64-128, an example was still uncovered)
+        runs = {"fig6": TrainConfig(d=20, H=50, L=3, K=12, steps=600 if quick else 2048, batch_size=256,
+                                    eval_every=100,
                                     eval_contexts=512 if quick else 2048, **disentangled)}
     else:
         common = dict(d=5, H=10, L=10, eval_every=50, eval_contexts=1024 if quick else 4096, **base)

@@ -315,10 +315,14 @@ def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
         summary="Mean L_pa^{L'} gap to BMA over L' ∈ {" + ", ".join(map(str, L_tests)) + "}: "
                 + ", ".join(f"{k}: {mean_gap[k]:.3f}" for k in labels)
                 + ("" if converged else " (not every run converged at its own L: inconclusive)")
-                + ". Offsets beyond the training L share w_L[L] (clipped RPE).",
+                + ". Offsets beyond the training L share w_L[L] (clipped RPE). Each copier head copies one example, so"
+                " a model trained at L cannot use more than L examples at L' > L, and its heads for offsets beyond"
+                " L' read the wrong examples at L' < L: every row is best near its own L.",
         tables=[Table("L_pa^{L'} − BMA", ["train L"] + [f"L'={L}" for L in L_tests],
                       [[k] + [grid[k][L] for L in L_tests] for k in labels])],
-        figures=figs, instance=None if verdict != "fail" else {"mean_parent_loss_gap": mean_gap},
+        figures=figs, instance=None if verdict != "fail" else {
+            "mean_parent_loss_gap": mean_gap, "kernel": runs[labels[0]].kernel.tolist(),
+            "reproduce": f"bma-verify train --preset fig5 --tier {ctx.tier} --seed {runs[labels[0]].config.seed}"},
         tolerances={"mean_parent_loss_gap": {"abs": 0.2}, "grid": {"abs": 0.3}, "test_L_within_0.1_nats": {"abs": 30},
                     "own_L_parent_loss_gap": TRAINED_TOL})
 
@@ -349,7 +353,9 @@ def exp_fig6_column_alignment(ctx: CheckContext) -> CheckOutcome:
         run.model, run.kernel, run.config.L, run.config.H, p))
     return CheckOutcome(
         verdict=verdict, measured=m, threshold={"column_error": 0.05, "column_below_row": True},
-        summary=f"W_tf = mean over copied examples of the summed W_KQ blocks: column error {m['column_error']:.4f}, "
+        summary=f"W_tf = mean over the L context examples of the bilinear form the selector applies to that example's "
+                f"same-position token pairs (W_KQ blocks weighted by the heads' copy mass): column error "
+                f"{m['column_error']:.4f}, "
                 f"row error {m['row_error']:.4f} (paper 0.0278 vs 0.350) after {m['steps']} steps.",
         figures=figs, instance=None if verdict != "fail" else {"kernel": run.kernel.tolist()},
         tolerances={"column_error": TRAINED_TOL, "row_error": TRAINED_TOL, "parent_loss_gap": TRAINED_TOL,
