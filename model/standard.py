@@ -18,12 +18,12 @@ A^(2) = the BMA posterior to 1e-4.
 
 What trains (d=5, H=10, L=10, K=4, width 64, lr 3e-3, batch 32; one CPU core ≈ 0.09 s a step): from GPT-2's
 N(0, 0.02) initialisation nothing left the uniform-attention plateau (parent accuracy ≈ chance 0.31) in 1500
-steps, query-only or all-examples loss: a pairing signal in layer 2 needs layer-1 heads that already copy the same
+steps (all-examples loss; 300 with the query-only loss): a pairing signal in layer 2 needs layer-1 heads that already copy the same
 position, a third-order effect at a small init. The initialisation here (:class:`StandardConfig`) makes those
 copies exist at step 0: unit-scale linear layers, mimetic layer-1 attention (W_Q = W_K, Trockman & Kolter 2023)
 over position embeddings that dominate small token embeddings, and sinusoidal example embeddings so that copies
-lean to recent examples. Then layer 2 leaves the plateau within ~400-800 steps (seeds 0 and 1).
-What does not (yet): it stops near parent accuracy 0.44 (BMA 0.93, seed 0), the level of same-position copies
+lean to recent examples. Then layer 2 leaves the plateau within ~400-1000 steps (seeds 0, 1, 2).
+What does not (yet): it stops near parent accuracy 0.42-0.44 (BMA 0.78-0.93), the level of same-position copies
 averaged over examples; heads that each copy one example (what BMA needs) did not form within 3000 steps. Such a
 run is a partial reproduction for ``exp-robustness``, not a counterexample.
 """
