@@ -387,16 +387,19 @@ def exp_robustness(ctx: CheckContext) -> CheckOutcome:
         figs += _figure(ctx, f"robustness_{label}_attention.png",
                         lambda p, r=r, batch=batch: figures.attention_heatmaps(r.model, r.kernel, batch, p))
     t = THRESHOLDS[ctx.tier]
+    chance = analysis.chance_parent_accuracy(next(iter(runs.values())).config.H)
     return CheckOutcome(
         verdict=verdict,
         measured={label: {k: r.metrics[k] for k in ("query_loss", "bma_loss", "gap_to_bma", "parent_loss",
                                                       "bma_parent_loss", "parent_accuracy", "bma_parent_accuracy",
                                                       "steps")} | {"verdict": verdicts[label]}
-                  for label, r in runs.items()},
+                  for label, r in runs.items()} | {"chance_parent_accuracy": chance},
         threshold={"gap_to_bma": t["gap"], "accuracy_shortfall": t["accuracy_shortfall"]},
         summary="; ".join(f"{label}: parent accuracy {r.metrics['parent_accuracy']:.3f} vs BMA "
                           f"{r.metrics['bma_parent_accuracy']:.3f}, gap {r.metrics['gap_to_bma']:.4f} ({verdicts[label]})"
-                          for label, r in runs.items()),
+                          for label, r in runs.items())
+                + f"; chance (uniform over h' < h) {chance:.3f}. A run that stalls short of BMA is inconclusive: "
+                  "an optimisation failure of ours is not evidence against the paper.",
         tables=[Table("losses (nats/token)", LOSS_COLUMNS, sum((_loss_split_rows(r.metrics, k) for k, r in runs.items()), []))],
         figures=figs,
         tolerances={label: TRAINED_TOL for label in runs})
