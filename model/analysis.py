@@ -1,7 +1,7 @@
 """Measurements on constructed and trained models: what the report's model checks package.
 
 Claim ids served: ``thm1-construction``, ``bma-score-identity``, ``thm3-init-gradient``, ``prop1-invariance``,
-``exp-fig3-parameters``, ``exp-fig6-column-alignment``.
+``exp-fig3-parameters``, ``exp-fig6-column-alignment``, ``exp-robustness``.
 """
 from __future__ import annotations
 
@@ -208,3 +208,32 @@ def is_monotone(values, *, increasing: bool = True, slack: float = 0.0) -> bool:
     """Whether ``values`` never move against the claimed direction by more than ``slack``."""
     steps = np.diff(np.asarray(values, float))
     return bool(np.all(steps >= -slack) if increasing else np.all(steps <= slack))
+
+
+def bma_accuracy_by_examples(kernel, context, parents) -> np.ndarray:
+    """BMA's parent accuracy when it reads only the last m context examples, for m = 0..L (index m).
+
+    m = 0 is a uniform pick among h' < h (:func:`chance_parent_accuracy`); m = L is BMA itself. Examples are i.i.d.,
+    so which m are kept changes nothing in expectation; the last m are the ones a recency-leaning model reads.
+    """
+    context = np.asarray(context)
+    L, H = context.shape[1], context.shape[2]
+    by_m = [chance_parent_accuracy(H)]
+    for m in range(1, L + 1):
+        by_m.append(numerics.parent_accuracy(numerics.parent_posterior(kernel, context[:, L - m:]), parents))
+    return np.array(by_m)
+
+
+def examples_equivalent(accuracy: float, by_examples) -> float:
+    """How many context examples BMA needs to match ``accuracy``: m where ``by_examples`` (from
+    :func:`bma_accuracy_by_examples`) first reaches it, interpolated linearly between whole m; 0 at or below
+    chance, L when it is above BMA's own accuracy with all L examples."""
+    by_examples = np.asarray(by_examples, float)
+    if accuracy <= by_examples[0]:
+        return 0.0
+    reached = np.flatnonzero(by_examples >= accuracy)
+    if not len(reached):
+        return float(len(by_examples) - 1)
+    m = int(reached[0])
+    below, above = by_examples[m - 1], by_examples[m]
+    return float(m - 1 + (accuracy - below) / (above - below))

@@ -280,3 +280,35 @@ def test_effective_selector_weights_split_heads_by_their_copy_mass():
     np.testing.assert_allclose(selector["W_tf"], selector["W"].mean(0), atol=1e-12)
     np.testing.assert_allclose(selector["copy_mass"], [p, 1 + (1 - p)], atol=1e-9)
     assert selector["offsets"] == [1, 2] and selector["heads"] == {"1": [0], "2": [1]}
+
+
+def test_bma_accuracy_by_examples_equals_tree_enumeration_on_the_last_m_examples():
+    # reference: the parent posterior from the full likelihood over every tree (numerics.enumeration), computed
+    # on the last m examples by hand, its argmax scored against the true parents; m = 0 is a uniform pick.
+    # Candidates whose tokens agree in all m examples have bit-identical scores, and argmax takes the first of
+    # them; the enumeration's sums round differently, so the reference takes the first candidate within 1e-9.
+    rng = np.random.default_rng(11)
+    kernel = numerics.random_kernel(3, eps=0.05, rng=rng)
+    batch = numerics.sample_task(kernel, 40, 4, 5, rng=rng)
+    by_m = analysis.bma_accuracy_by_examples(kernel, batch.context, batch.parents)
+    assert len(by_m) == 5
+    assert by_m[0] == pytest.approx(np.mean([1, 1 / 2, 1 / 3, 1 / 4]))
+    for m in range(1, 5):
+        hits = []
+        for b in range(40):
+            post = brute_force_parent_posterior(kernel, batch.context[b, 4 - m:])  # (H, H)
+            for h in range(1, 5):
+                best = int(np.flatnonzero(post[h, :h] >= post[h, :h].max() - 1e-9)[0])
+                hits.append(best == batch.parents[b, h])
+        assert by_m[m] == pytest.approx(np.mean(hits), abs=1e-12), (m, by_m[m] * 160, sum(hits))
+
+
+def test_examples_equivalent_inverts_the_accuracy_curve():
+    by_m = np.array([0.3, 0.45, 0.6, 0.6, 0.8])  # chance, then m = 1..4 (a flat step: the first m counts)
+    assert analysis.examples_equivalent(0.45, by_m) == pytest.approx(1.0)
+    assert analysis.examples_equivalent(0.525, by_m) == pytest.approx(1.5)
+    assert analysis.examples_equivalent(0.6, by_m) == pytest.approx(2.0)
+    assert analysis.examples_equivalent(0.7, by_m) == pytest.approx(3.5)
+    assert analysis.examples_equivalent(0.375, by_m) == pytest.approx(0.5)
+    assert analysis.examples_equivalent(0.2, by_m) == 0.0  # at or below chance
+    assert analysis.examples_equivalent(0.9, by_m) == 4.0  # above BMA with every example: capped at L

@@ -63,3 +63,35 @@ def test_short_seeded_training_lowers_the_loss_toward_bma():
     assert gaps[-1] < 0.05
     assert metrics["parent_accuracy"] > chance_parent_accuracy(6) + 0.2
     assert metrics["query_loss"] >= metrics["bma_loss"] - 0.02  # nobody beats BMA beyond sampling noise
+
+
+def test_robustness_check_reads_the_construction_as_using_every_example(monkeypatch, tmp_path):
+    # reference: the Theorem 1 construction is BMA, so its accuracy is BMA's with all L examples (m = L) and its
+    # verdict passes; an untrained standard model sits near chance (m below 1) and is inconclusive, not failed
+    from model.training import TrainRun, bma_reference, eval_batch, evaluate, run_kernel
+
+    def fake_runs(name, *, tier, seed, device, quiet, output):
+        assert name == "robustness"
+        runs = {}
+        for label, model_kind in (("construction", "structured"), ("standard", "standard")):
+            config = TrainConfig(model=model_kind, d=4, H=6, L=5, K=5, steps=0, eval_contexts=512, seed=2,
+                                 width=20, device="cpu")
+            kernel = run_kernel(config)
+            batch = eval_batch(config, kernel, config.L)
+            model = (bma_construction(kernel, config.L, 40.0, max_H=config.H) if label == "construction"
+                     else train(config).model)
+            reference = bma_reference(kernel, batch)
+            metrics = evaluate(model, kernel, batch) | reference | {"steps": 0, "config": {"H": config.H}}
+            metrics["gap_to_bma"] = metrics["query_loss"] - reference["bma_loss"]
+            runs[label] = TrainRun(model=model, kernel=kernel, config=config, metrics=metrics)
+        return runs
+
+    monkeypatch.setattr(checks, "train_preset_runs", fake_runs)
+    outcome = checks.exp_robustness(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    built, plain = outcome.measured["construction"], outcome.measured["standard"]
+    assert built["verdict"] == "pass" and built["examples_equivalent"] == 5.0, built
+    assert len(built["bma_parent_accuracy_last_m_examples"]) == 6
+    assert built["bma_parent_accuracy_last_m_examples"][-1] == pytest.approx(built["bma_parent_accuracy"])
+    assert plain["verdict"] == "inconclusive" and plain["examples_equivalent"] < 1.0, plain
+    assert outcome.verdict == "inconclusive"
+    assert "last 5.0 of 5 examples" in outcome.summary
