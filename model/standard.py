@@ -29,7 +29,9 @@ run is a partial reproduction for ``exp-robustness``, not a counterexample.
 Tried and not adopted: a per-head example offset at step 0 (example embeddings in their own block, head k's
 W_K = W_Q R_k with R_k turning the sinusoid of example l' into that of l' + 1 + k, so head k leans to example
 l − 1 − k; K = 10, width 160, 1500 steps): seed 0 reached parent accuracy 0.64 (0.71 in an earlier variant)
-against BMA's 0.93, but seed 1 stayed at 0.43 against BMA's 0.78, at about 2.5x the cost of a step.
+against BMA's 0.93, but seed 1 stayed at 0.43 against BMA's 0.78, at about 2.5x the cost of a step. Nor K = 10
+heads with this initialisation (report seed, 1500 steps): 0.52 at width 160 (ffn_mult 1), 0.49 at width 80,
+against BMA's 0.89; K = 4 reaches 0.54 in 3000 steps (full tier).
 """
 from __future__ import annotations
 
