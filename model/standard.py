@@ -45,6 +45,12 @@ from torch import nn
 from model._common import TwoLayerModel, causal_softmax, check_int_fields
 
 
+LAYER1_INITS = ("mimetic", "copy")
+#: layer1_init "copy": query-bias x key-projection gain on the target example, and the position-match gain. At
+#: step 0 each head then puts > 0.99 of its attention on its (example, position) (tests/test_model_standard.py).
+COPY_GAIN, POSITION_GAIN = 6.0, 2.0
+
+
 @dataclass
 class StandardConfig:
     """d, max_H, max_L (largest L), K layer-1 heads, width (divisible by K), ffn_mult; the initialisation scales.
@@ -56,6 +62,12 @@ class StandardConfig:
     example_scale, example_freq : example l starts as example_scale · [cos(ω l), sin(ω l)], ω evenly spaced in
         [0, example_freq] (sinusoids, Vaswani et al. 2017): nearby examples look alike, so at step 0 a row's
         same-position copy leans to the most recent examples, and query and content rows copy the same example
+    layer1_init : "mimetic" (the above: nothing about which example to copy is given) or "copy", a diagnostic
+        that starts layer 1 as the copier of the hand-set BMA model: head k attends from any row to position h of
+        example k mod max_L (query bias COPY_GAIN against the key's projection on a random example embedding,
+        plus a position match of gain POSITION_GAIN through orthonormal directions; needs width / K > max_H).
+        Every weight still trains; layer 2, the parent selector, starts random. It asks whether the selector is
+        learned once copies exist, apart from whether the copies form.
     """
 
     d: int
@@ -68,11 +80,17 @@ class StandardConfig:
     token_std: float = 0.5
     example_scale: float = 1.0
     example_freq: float = 0.6
+    layer1_init: str = "mimetic"
 
     def __post_init__(self) -> None:
         check_int_fields(self, (("d", 2), ("max_H", 2), ("max_L", 1), ("K", 1), ("width", 1), ("ffn_mult", 1)))
         if self.width % self.K:
             raise ValueError(f"width must be divisible by K = {self.K}, got {self.width}")
+        if self.layer1_init not in LAYER1_INITS:
+            raise ValueError(f"layer1_init must be one of {LAYER1_INITS}, got {self.layer1_init!r}")
+        if self.layer1_init == "copy" and self.width // self.K <= self.max_H:
+            raise ValueError(f"layer1_init 'copy' needs a head size width / K > max_H = {self.max_H}, "
+                             f"got {self.width // self.K}")
         scales = ("qk_gain", "token_std", "example_scale", "example_freq")
         if not all(getattr(self, name) >= 0 for name in scales):
             raise ValueError(f"{', '.join(scales)} must be >= 0, got {[getattr(self, name) for name in scales]}")
@@ -122,6 +140,25 @@ class StandardTransformer(TwoLayerModel):
             self.ex.weight[:, :2 * (w // 2)] = c.example_scale * torch.cat([angle.cos(), angle.sin()], 1)
             self.q1.weight.copy_(normal((w, w), c.qk_gain / math.sqrt(w)))
             self.k1.weight.copy_(self.q1.weight)
+            if c.layer1_init == "copy":
+                self._copy_init(normal)
+
+    def _copy_init(self, normal) -> None:
+        """Layer 1 as the BMA copier: head k reads position h of example k mod max_L (``layer1_init="copy"``)."""
+        c, w = self.config, self.config.width
+        hs = w // c.K
+        self.ex.weight.copy_(normal(self.ex.weight.shape, 1.0))  # random: one direction per example
+        positions = self.pos.weight / self.pos.weight.norm(dim=1, keepdim=True)  # (max_H, w)
+        self.q1.bias.zero_()
+        for k in range(c.K):
+            first = k * hs
+            target = self.ex.weight[k % c.max_L]
+            self.q1.weight[first] = 0.0  # row `first` of head k: a constant query against "is example k"
+            self.q1.bias[first] = COPY_GAIN
+            self.k1.weight[first] = COPY_GAIN * target / target.norm()
+            basis, _ = torch.linalg.qr(normal((hs - 1, c.max_H), 1.0))  # (hs-1, max_H), orthonormal columns
+            self.q1.weight[first + 1:first + hs] = POSITION_GAIN * basis @ positions  # same position: largest
+            self.k1.weight[first + 1:first + hs] = self.q1.weight[first + 1:first + hs]
 
     def forward(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
         context, query = self._tokens(context, query)

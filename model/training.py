@@ -21,7 +21,7 @@ import numerics
 from model._common import TwoLayerModel, check_output_rule, torch_save_atomic, write_json_atomic
 from model.absolute import AbsoluteConfig, AbsolutePETransformer
 from model.construction import bma_construction
-from model.standard import StandardConfig, StandardTransformer
+from model.standard import LAYER1_INITS, StandardConfig, StandardTransformer
 from model.structured import StructuredConfig, StructuredTransformer
 
 MODEL_KINDS = ("structured", "absolute", "standard")
@@ -43,6 +43,7 @@ class TrainConfig:
     beta: float = 10.0  # RPE logit scale of the structured copier
     init_std: float = 0.1  # small random layer-1 weights: heads start near uniform and specialise together
     width: int = 64  # standard transformer only
+    layer1_init: str = "mimetic"  # standard transformer only: "mimetic" or the diagnostic "copy" (model/standard.py)
     alpha: float = 1.0  # Dirichlet concentration of π's rows
     eps: float = 0.0  # entrywise floor of π
     batch_size: int = 256
@@ -71,6 +72,8 @@ class TrainConfig:
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
                 raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
         check_output_rule(self.output)
+        if self.layer1_init not in LAYER1_INITS:
+            raise ValueError(f"layer1_init must be one of {LAYER1_INITS}, got {self.layer1_init!r}")
         self.test_L = tuple(int(x) for x in self.test_L)
         if any(x < 1 for x in self.test_L):
             raise ValueError(f"test_L must hold integers >= 1 (test-time context sizes L'), got {self.test_L}")
@@ -107,8 +110,8 @@ def build_model(config: TrainConfig, generator: torch.Generator | None = None) -
         return AbsolutePETransformer(AbsoluteConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, output=c.output,
                                                    init_std=c.init_std),
                                      generator=generator)
-    return StandardTransformer(StandardConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, width=c.width),
-                               generator=generator)
+    return StandardTransformer(StandardConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, width=c.width,
+                                              layer1_init=c.layer1_init), generator=generator)
 
 
 def run_kernel(config: TrainConfig) -> np.ndarray:

@@ -186,7 +186,8 @@ def test_column_softmax_error_is_blind_to_column_shifts_only():
 
 
 @pytest.mark.parametrize("kwargs, word", [({"L": 0}, "L"), ({"K": 0}, "K"), ({"output": "sum"}, "output"),
-                                          ({"model": "mlp"}, "model"), ({"d": 1}, "d")])
+                                          ({"model": "mlp"}, "model"), ({"d": 1}, "d"),
+                                          ({"layer1_init": "oracle"}, "layer1_init")])
 def test_bad_train_config_names_the_argument(kwargs, word):
     with pytest.raises(ValueError, match=word):
         TrainConfig(**kwargs)

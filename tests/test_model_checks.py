@@ -65,9 +65,11 @@ def test_short_seeded_training_lowers_the_loss_toward_bma():
     assert metrics["query_loss"] >= metrics["bma_loss"] - 0.02  # nobody beats BMA beyond sampling noise
 
 
-def test_robustness_check_reads_the_construction_as_using_every_example(monkeypatch, tmp_path):
+@pytest.mark.parametrize("layer1_init", ["mimetic", "copy"])
+def test_robustness_check_reads_the_construction_as_using_every_example(layer1_init, monkeypatch, tmp_path):
     # reference: the Theorem 1 construction is BMA, so its accuracy is BMA's with all L examples (m = L) and its
-    # verdict passes; an untrained standard model sits near chance (m below 1) and is inconclusive, not failed
+    # verdict passes; an untrained standard model sits near chance (m below 1) and is inconclusive, not failed.
+    # With layer1_init "copy" that standard run is a diagnostic: the claim's verdict is the construction's alone.
     from model.training import TrainRun, bma_reference, eval_batch, evaluate, run_kernel
 
     def fake_runs(name, *, tier, seed, device, quiet, output):
@@ -75,7 +77,8 @@ def test_robustness_check_reads_the_construction_as_using_every_example(monkeypa
         runs = {}
         for label, model_kind in (("construction", "structured"), ("standard", "standard")):
             config = TrainConfig(model=model_kind, d=4, H=6, L=5, K=5, steps=0, eval_contexts=512, seed=2,
-                                 width=20, device="cpu")
+                                 width=40 if label == "standard" else 64, device="cpu",
+                                 layer1_init=layer1_init if label == "standard" else "mimetic")
             kernel = run_kernel(config)
             batch = eval_batch(config, kernel, config.L)
             model = (bma_construction(kernel, config.L, 40.0, max_H=config.H) if label == "construction"
@@ -93,5 +96,10 @@ def test_robustness_check_reads_the_construction_as_using_every_example(monkeypa
     assert len(built["bma_parent_accuracy_last_m_examples"]) == 6
     assert built["bma_parent_accuracy_last_m_examples"][-1] == pytest.approx(built["bma_parent_accuracy"])
     assert plain["verdict"] == "inconclusive" and plain["examples_equivalent"] < 1.0, plain
-    assert outcome.verdict == "inconclusive"
     assert "last 5.0 of 5 examples" in outcome.summary
+    if layer1_init == "copy":
+        assert outcome.verdict == "pass" and not plain["counts_toward_verdict"]
+        assert "Diagnostic, not counted in the verdict: standard" in outcome.summary
+    else:
+        assert outcome.verdict == "inconclusive" and plain["counts_toward_verdict"]
+        assert "Diagnostic" not in outcome.summary

@@ -173,3 +173,41 @@ def test_trained_standard_transformer_leaves_the_uniform_attention_plateau():
     chance_accuracy, chance_parent_loss = float(np.mean(1 / h)), float(np.mean(np.log(h)))  # uniform A^(2)
     assert metrics["parent_accuracy"] > chance_accuracy + 0.07, metrics["parent_accuracy"]
     assert metrics["parent_loss"] < chance_parent_loss - 0.05, metrics["parent_loss"]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_copy_initialised_layer1_head_k_reads_example_k_at_the_same_position(seed, monkeypatch):
+    """layer1_init="copy" at step 0: from the query example, head k of every query row (L, h) and of every content
+    row (L, h') puts > 0.99 of its attention on position h (h') of example k. The attention is recomputed from the
+    q, k and mask that the model hands to scaled_dot_product_attention (softmax(q kᵀ/√hs) over allowed keys)."""
+    import torch.nn.functional as F
+
+    L, H, K = 10, 10, 10  # the robustness run's sizes (d = 5, width 160)
+    model = StandardTransformer(StandardConfig(d=5, max_H=H, max_L=L, K=K, width=160, layer1_init="copy"),
+                                generator=torch.Generator().manual_seed(seed))
+    seen = []
+    real_sdpa = F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, **kw):
+        seen.append((q, k, attn_mask))
+        return real_sdpa(q, k, v, attn_mask=attn_mask, **kw)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    rng = np.random.default_rng(seed)
+    context, query = rng.integers(0, 5, (8, L, H)), rng.integers(0, 5, (8, H))
+    with torch.no_grad():
+        model(context, query)
+    q, k, mask = seen[0]  # layer 1: (B, K, 2H, hs) rows = H query rows then H content rows of example L
+    scores = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf"))
+    att = torch.softmax(scores, -1)  # (B, K, 2H, (L+1)H)
+    for head in range(K):
+        for row in range(2 * H):
+            h = row % H
+            assert float(att[:, head, row, head * H + h].min()) > 0.99, (head, row, float(att[:, head, row, head * H + h].min()))
+
+
+def test_copy_initialisation_needs_a_head_wider_than_the_positions():
+    with pytest.raises(ValueError, match="layer1_init 'copy'"):
+        StandardConfig(d=3, max_H=8, max_L=2, K=4, width=32, layer1_init="copy")
+    with pytest.raises(ValueError, match="layer1_init must be one of"):
+        StandardConfig(d=3, max_H=4, max_L=2, K=2, width=8, layer1_init="oracle")
