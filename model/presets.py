@@ -87,8 +87,8 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
                 "standard": TrainConfig(model="standard", K=4, lr=0.003, width=64, steps=600 if quick else 3000,
                                         batch_size=32, eval_every=50 if quick else 250, **common),
                 # diagnostic: layer 1 starts as the BMA copier (one head per example), layer 2 random; does the
-                # standard selector learn BMA once copies exist? (~0.25 s a step; 0.81 vs BMA 0.89 at 1000 steps)
-                "standard-copy-init": TrainConfig(model="standard", K=10, lr=0.003, width=160, layer1_init="copy",
+                # standard selector learn BMA once copies exist? (~0.25 s a step; 0.80 vs BMA 0.89 at 1000 steps)
+                "standard-copy-init": TrainConfig(model="standard", K=10, lr=0.003, width=120, layer1_init="copy",
                                                   steps=500 if quick else 3000, batch_size=32,
                                                   eval_every=100 if quick else 250, **common)}
     if steps is not None:

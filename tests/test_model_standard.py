@@ -182,8 +182,8 @@ def test_copy_initialised_layer1_head_k_reads_example_k_at_the_same_position(see
     q, k and mask that the model hands to scaled_dot_product_attention (softmax(q kᵀ/√hs) over allowed keys)."""
     import torch.nn.functional as F
 
-    L, H, K = 10, 10, 10  # the robustness run's sizes (d = 5, width 160)
-    model = StandardTransformer(StandardConfig(d=5, max_H=H, max_L=L, K=K, width=160, layer1_init="copy"),
+    L, H, K = 10, 10, 10  # the robustness run's sizes (d = 5, width 120)
+    model = StandardTransformer(StandardConfig(d=5, max_H=H, max_L=L, K=K, width=120, layer1_init="copy"),
                                 generator=torch.Generator().manual_seed(seed))
     seen = []
     real_sdpa = F.scaled_dot_product_attention
