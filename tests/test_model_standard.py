@@ -203,7 +203,8 @@ def test_copy_initialised_layer1_head_k_reads_example_k_at_the_same_position(see
     for head in range(K):
         for row in range(2 * H):
             h = row % H
-            assert float(att[:, head, row, head * H + h].min()) > 0.99, (head, row, float(att[:, head, row, head * H + h].min()))
+            on_target = float(att[:, head, row, head * H + h].min())
+            assert on_target > 0.99, (head, row, on_target)
 
 
 def test_copy_initialisation_needs_a_head_wider_than_the_positions():
