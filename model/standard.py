@@ -69,9 +69,10 @@ class StandardConfig:
         [0, example_freq] (sinusoids, Vaswani et al. 2017): nearby examples look alike, so at step 0 a row's
         same-position copy leans to the most recent examples, and query and content rows copy the same example
     layer1_init : "mimetic" (the above: nothing about which example to copy is given) or "copy", a diagnostic
-        that starts layer 1 as the copier of the hand-set BMA model: head k attends from any row to position h of
-        example k mod max_L (query bias COPY_GAIN against the key's projection on a random example embedding,
-        plus a position match of gain POSITION_GAIN through orthonormal directions; needs width / K > max_H).
+        that starts layer 1 as the copier of the hand-set BMA model: from every row (l, h) with l > k, head k
+        attends to position h of example k mod max_L (query bias COPY_GAIN against the key's projection on a
+        random example embedding, plus a position match of gain POSITION_GAIN through orthonormal directions;
+        needs width / K > max_H; the mimetic draws above are overwritten).
         Every weight still trains; layer 2, the parent selector, starts random. It asks whether the selector is
         learned once copies exist, apart from whether the copies form.
     """
