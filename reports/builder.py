@@ -6,6 +6,7 @@ is never half-overwritten: without ``force`` an existing output folder is refuse
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import html
 import json
@@ -21,8 +22,10 @@ from typing import Iterable
 
 from tqdm.auto import tqdm
 
-from reports.core import TIERS, CheckContext, CheckOutcome, jsonable
-from reports.registry import CLAIMS, Claim, get_claim
+from reports.core import (TIERS, CheckContext, CheckOutcome, Finding, finding_status, jsonable, settle,
+                          verdict_counts)
+from reports.executor import validate_executor
+from reports.registry import CLAIMS, Check, Claim, get_claim
 
 
 def environment() -> dict:
@@ -37,88 +40,165 @@ def environment() -> dict:
     try:
         import torch
 
+        env["torch_threads"] = torch.get_num_threads()
         env["cuda"] = torch.cuda.is_available()
         env["gpu"] = torch.cuda.get_device_name(0) if env["cuda"] else None
     except ImportError:
-        env["cuda"], env["gpu"] = False, None
+        env["cuda"], env["gpu"], env["torch_threads"] = False, None, None
+    env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS")
+    env["ATEN_CPU_CAPABILITY"] = os.environ.get("ATEN_CPU_CAPABILITY")
     return env
 
 
 def claim_verdict(check_verdicts: list[str]) -> str:
-    """fail if any check fails; pass only if there are checks and all pass; else inconclusive."""
+    """The verdict of a claim from the settled verdicts of its deciding (as-stated and reproduction) checks.
+
+    ``fail`` if any check fails (a failure stands whatever else happened); otherwise ``error`` if any check raised
+    (the claim was not verified); ``pass`` only if there are checks and all pass; else ``inconclusive``.
+    """
     if "fail" in check_verdicts:
         return "fail"
+    if "error" in check_verdicts:
+        return "error"
     if check_verdicts and all(v == "pass" for v in check_verdicts):
         return "pass"
     return "inconclusive"
 
 
+def _record(check: Check, outcome: CheckOutcome | None, seconds: float, error: str | None) -> dict:
+    """One check's entry of results.json: the outcome with its settled verdict, reading and control."""
+    if outcome is None:  # the check raised: an error is not a verdict about the claim
+        return {"kind": check.kind, "function": check.function, "description": check.description,
+                "reading": check.reading, "cites": check.cites, "measured": {}, "threshold": None,
+                "verdict": "error", "check_verdict": None, "reason": f"the check raised: {error}",
+                "seconds": round(seconds, 3), "summary": f"the check raised an error, so it verified nothing: {error}",
+                "control": None, "converged": None, "assumptions": [], "findings": [], "derivation": [],
+                "tables": [], "figures": [], "instance": None, "tolerances": {}, "error": error}
+    verdict, reason = settle(outcome)
+    findings = [f.as_dict() for f in outcome.findings]
+    if check.reading == "stronger" and not findings:
+        findings = [Finding(check.description, finding_status(verdict), outcome.instance,
+                            outcome.summary).as_dict()]
+    return {
+        "kind": check.kind, "function": check.function, "description": check.description,
+        "reading": check.reading, "cites": check.cites,
+        "measured": jsonable(outcome.measured), "threshold": jsonable(outcome.threshold),
+        "verdict": verdict, "check_verdict": outcome.verdict, "reason": reason, "seconds": round(seconds, 3),
+        "summary": outcome.summary,
+        "control": None if outcome.control is None else outcome.control.as_dict(),
+        "converged": outcome.converged, "assumptions": list(outcome.assumptions), "findings": findings,
+        "derivation": [list(step) for step in outcome.derivation],
+        "tables": [{"title": t.title, "columns": t.columns, "rows": jsonable(t.rows)} for t in outcome.tables],
+        "figures": list(outcome.figures), "instance": jsonable(outcome.instance),
+        "tolerances": jsonable(outcome.tolerances), "error": None,
+    }
+
+
+def _cited(check: Check) -> Check:
+    """The check of another claim whose evidence ``check`` cites (``cites = "claim-id:kind"``)."""
+    claim_id, _, kind = check.cites.partition(":")
+    for other in get_claim(claim_id).checks:
+        if other.kind == kind and other.cites is None:
+            return other
+    raise ValueError(f"{check.function}: cites {check.cites!r}, which names no check")
+
+
+def _run_one(check: Check, ctx: CheckContext) -> tuple[CheckOutcome | None, float, str | None]:
+    """Run a check once per report (a cited check is not run again): (outcome, seconds, error)."""
+    done = ctx.cache.setdefault(("builder", "outcomes"), {})
+    if check.function in done:
+        return done[check.function][0], 0.0, done[check.function][2]
+    start = time.perf_counter()
+    try:
+        outcome = check.resolve()(ctx)
+        if not isinstance(outcome, CheckOutcome):
+            raise TypeError(f"{check.function} returned {type(outcome).__name__}, not CheckOutcome")
+        error = None
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - recorded in the report as an error, never a verdict
+        outcome, error = None, "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    done[check.function] = (outcome, time.perf_counter() - start, error)
+    return outcome, done[check.function][1], error
+
+
+def claim_record(claim: Claim, records: list[dict]) -> dict:
+    """A claim's entry of results.json: verdict from its deciding checks, findings from all of them."""
+    deciding = [r for r in records if r["reading"] != "stronger"]
+    verdict = claim_verdict([r["verdict"] for r in deciding])
+    reasons = sorted({r["reason"] for r in deciding if r["verdict"] in ("inconclusive", "error") and r["reason"]})
+    assumptions = list(dict.fromkeys(a for r in deciding if r["reading"] == "reproduction" for a in r["assumptions"]))
+    findings = [{**f, "check": f"{r['kind']}:{r['function']}"} for r in records for f in r["findings"]]
+    return {"id": claim.id, "paper": claim.paper, "statement": claim.statement, "verdict": verdict,
+            "reasons": reasons, "assumptions": assumptions,
+            "reproduction": any(r["reading"] == "reproduction" for r in deciding), "findings": findings,
+            "checks": records}
+
+
 def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = False,
                kinds: Iterable[str] | None = None) -> list[dict]:
     """Run every check of ``claims`` (of the given ``kinds``, default all); one dict per claim in the
-    results.json schema (SPEC §6).
+    results.json schema (SPEC §6 and §4.1).
 
-    A check that raises is recorded as ``fail`` with the error, never dropped: a crash means the claim was not
-    verified, and the report must say so.
+    A check that raises is recorded with the verdict ``error`` and its message, never dropped and never read as a
+    verdict about the claim. A check that cites another claim's check shows that check's evidence without
+    running it twice.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     claims = list(claims)
     kinds = None if kinds is None else set(kinds)
-    # every registered check runs: one whose function cannot be imported is a failed check, not a missing row
+    # every registered check runs: one whose function cannot be imported is an error, not a missing row
     work = [(claim, check) for claim in claims for check in claim.checks if kinds is None or check.kind in kinds]
     bar = tqdm(total=len(work), disable=None if progress else True, unit="check")
     records = {claim.id: [] for claim in claims}
-    for claim, check in work:
-        bar.set_description(f"{claim.id} [{check.kind}]")
-        start = time.perf_counter()
-        try:
-            outcome = check.resolve()(ctx)
-            if not isinstance(outcome, CheckOutcome):
-                raise TypeError(f"{check.function} returned {type(outcome).__name__}, not CheckOutcome")
-            error = None
-        except KeyboardInterrupt:
-            bar.close()
-            raise
-        except Exception as exc:  # noqa: BLE001 - recorded in the report as a failed check
-            error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            outcome = CheckOutcome("fail", {"error": error},
-                                   summary=f"the check raised an error, so the claim was not verified: {error}")
-        seconds = time.perf_counter() - start
-        records[claim.id].append({
-            "kind": check.kind, "function": check.function, "description": check.description,
-            "measured": jsonable(outcome.measured), "threshold": jsonable(outcome.threshold),
-            "verdict": outcome.verdict, "seconds": round(seconds, 3), "summary": outcome.summary,
-            "derivation": [list(step) for step in outcome.derivation],
-            "tables": [{"title": t.title, "columns": t.columns, "rows": jsonable(t.rows)} for t in outcome.tables],
-            "figures": list(outcome.figures), "instance": jsonable(outcome.instance),
-            "tolerances": jsonable(outcome.tolerances), "error": error,
-        })
-        bar.update()
-    bar.close()
-    return [{"id": c.id, "paper": c.paper, "statement": c.statement,
-             "verdict": claim_verdict([r["verdict"] for r in records[c.id]]),
-             "checks": records[c.id]} for c in claims]
+    try:
+        for claim, check in work:
+            bar.set_description(f"{claim.id} [{check.kind}]")
+            source = _cited(check) if check.cites else check
+            outcome, seconds, error = _run_one(source, ctx)
+            record = _record(check, outcome, seconds, error)
+            if check.cites:  # one piece of evidence is shown once: here only its verdict and a pointer
+                record.update(function=source.function, measured={}, tolerances={}, tables=[], figures=[],
+                              derivation=[], instance=None, seconds=0.0,
+                              summary=f"The same evidence as {check.cites.replace(':', ' (')}), shown there; "
+                                      f"verdict {record['verdict']}.")
+            records[claim.id].append(record)
+            bar.update()
+    finally:
+        bar.close()
+    return [claim_record(c, records[c.id]) for c in claims]
 
 
 def build_report(tier: str, out_dir, *, seed: int = 0, claims: Iterable[str] | None = None, force: bool = False,
-                 quiet: bool = True, jobs: int = 1, backend: str = "joblib", scheduler: str | None = None) -> Path:
+                 quiet: bool = True, jobs: int = 1, backend: str = "joblib", scheduler: str | None = None,
+                 threads: int = 1) -> Path:
     """Build the verification report for ``tier`` into ``out_dir``; returns the folder.
+
+    ``threads`` torch CPU threads are used for the whole report (and recorded in results.json): training is
+    chaotic in floating-point noise, so the same seed gives the same numbers only with the same thread count, and
+    the command and this function default to the same value (1).
+
+    Every argument is checked before any check runs.
 
     Raises
     ------
     ValueError
-        for an unknown tier or claim id.
+        for an unknown tier or claim id, a negative seed, bad executor settings or an unreachable Dask scheduler.
     FileExistsError
         if ``out_dir`` exists and ``force`` is False.
     """
     if tier not in TIERS:
         raise ValueError(f"tier must be one of {TIERS}, got {tier!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
     selected = CLAIMS if claims is None else tuple(get_claim(c) for c in claims)
     out = Path(out_dir)
     if out.exists() and not force:
         raise FileExistsError(f"{out} already exists; pass --force (force=True) to replace it")
+    ctx = CheckContext(tier=tier, seed=seed, quiet=quiet, jobs=jobs, backend=backend, scheduler=scheduler)
+    validate_executor(jobs=jobs, backend=backend, scheduler=scheduler)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -126,15 +206,16 @@ def build_report(tier: str, out_dir, *, seed: int = 0, claims: Iterable[str] | N
     try:
         started = _dt.datetime.now(_dt.timezone.utc)
         t0 = time.perf_counter()
-        ctx = CheckContext(tier=tier, seed=seed, figures_dir=tmp / "figures", quiet=quiet, jobs=jobs,
-                           backend=backend, scheduler=scheduler)
-        claim_records = run_claims(selected, ctx, progress=not quiet)
+        ctx.figures_dir = tmp / "figures"
+        with torch_threads(threads):
+            claim_records = run_claims(selected, ctx, progress=not quiet)
+            env = environment()
         results = {
             "tier": tier, "seed": seed, "package_version": _package_version(),
             "started": started.isoformat(timespec="seconds"), "seconds": round(time.perf_counter() - t0, 3),
-            "environment": environment(),
+            "environment": env,
             "config": {"tier": tier, "seed": seed, "claims": [c.id for c in selected], "jobs": jobs,
-                       "backend": backend, "command": " ".join(sys.argv)},
+                       "backend": backend, "threads": threads, "command": " ".join(sys.argv)},
             "claims": claim_records,
         }
         write_text_atomic(tmp / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
@@ -145,6 +226,19 @@ def build_report(tier: str, out_dir, *, seed: int = 0, claims: Iterable[str] | N
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Run the block with ``n`` torch CPU threads, then restore the previous count."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _package_version() -> str:
@@ -201,7 +295,60 @@ def _flatten(measured: dict, prefix: str = "") -> list[tuple[str, object]]:
     return rows
 
 
-VERDICT_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}
+VERDICT_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "error": "ERROR"}
+#: A reproduction's verdict is about the experiment under the readings it names, not about the paper's wording.
+REPRODUCTION_MARK = {"pass": "REPRODUCED", "fail": "NOT REPRODUCED"}
+
+
+def verdict_label(claim: dict) -> str:
+    """The claim's verdict as the summary shows it.
+
+    A failure that comes only from ``reproduction`` checks reads ``NOT REPRODUCED under …`` with the choices the
+    paper leaves open: it is never a bare FAIL of the paper. An inconclusive verdict carries its reason.
+    """
+    deciding = [c for c in claim["checks"] if c["reading"] != "stronger"]
+    failing = [c for c in deciding if c["verdict"] == "fail"]
+    label = VERDICT_MARK[claim["verdict"]]
+    if claim["verdict"] == "fail" and all(c["reading"] == "reproduction" for c in failing):
+        label = REPRODUCTION_MARK["fail"]
+    elif claim["verdict"] == "pass" and deciding and all(c["reading"] == "reproduction" for c in deciding):
+        label = REPRODUCTION_MARK["pass"]
+    if claim.get("assumptions") and claim["verdict"] in ("pass", "fail"):
+        label += " under " + "; ".join(claim["assumptions"])
+    if claim["verdict"] in ("inconclusive", "error") and claim.get("reasons"):
+        label += " (" + "; ".join(claim["reasons"]) + ")"
+    return label
+
+
+def finding_line(finding: dict) -> str:
+    instance = ", 1 instance" if finding.get("instance") and finding["status"] == "refuted" else ""
+    return f"finding: {finding['statement']} ({finding['status']}{instance})"
+
+
+def control_counts(claim: dict) -> str:
+    """'n/m rejected' over the checks that ran a control (a cited check counts where it ran)."""
+    own = [c for c in claim["checks"] if not c.get("cites")]
+    rejected = sum(bool(c["control"] and c["control"]["rejected"]) for c in own)
+    return f"{rejected}/{len(own)} rejected"
+
+
+def summary_counts(claims: list[dict]) -> str:
+    """'9 pass, 1 fail, 2 inconclusive, 1 error' over claims: errors are counted apart from verdicts."""
+    return verdict_counts(c["verdict"] for c in claims)
+
+
+def _check_verdict_text(check: dict) -> str:
+    text = check["verdict"]
+    if check.get("reason"):
+        text += f" ({check['reason']})"
+    return text
+
+
+def _control_text(control: dict | None) -> str:
+    if control is None:
+        return "none (so this check cannot pass)"
+    return (f"{control['description']}: measured {_fmt(control['measured'])}; "
+            f"{'rejected' if control['rejected'] else 'NOT rejected (the check does not discriminate)'}")
 
 
 def render_markdown(results: dict) -> str:
@@ -211,21 +358,38 @@ def render_markdown(results: dict) -> str:
         f"Tier **{results['tier']}**, seed {results['seed']}, package {results['package_version']}, "
         f"started {results['started']}, {results['seconds']:.1f} s.", "",
         f"Environment: Python {env['python']}, NumPy {env['numpy']}, SciPy {env['scipy']}, SymPy {env['sympy']}, "
-        f"PyTorch {env['torch']}, {env['machine']} × {env['cpu_count']} CPUs, "
-        f"GPU: {env['gpu'] or 'none'}.", "",
-        "Each claim is stated as this package reads it (SPEC.md §4); the paper's own wording is paraphrased, "
-        "since its full text is not public.", "",
-        "## Summary", "", "| claim | verdict | checks |", "|---|---|---|",
+        f"PyTorch {env['torch']} ({env.get('torch_threads')} torch threads), {env['machine']} × {env['cpu_count']} "
+        f"CPUs, GPU: {env['gpu'] or 'none'}.", "",
+        "Each claim is stated as this package reads it; the paper's own wording is paraphrased, since its full text "
+        "is not public. How to read a verdict: only checks that read the claim **as stated** (the paper's wording "
+        "in its most faithful precise form) or as a **reproduction** (a trained experiment, under the choices it "
+        "names) decide it. A **stronger** reading is a sharper statement of ours; it gives a *finding* (holds, "
+        "refuted with its instance, or open) and never fails the paper. Every check also runs a **negative "
+        "control**, an input known to be false, in the same run; a check whose control is not rejected, or whose "
+        "trained run has not converged, reads inconclusive, never pass. Losses and information are in nats.", "",
+        f"Claims: {summary_counts(results['claims'])}.", "",
+        "## Summary", "", "| claim | verdict | findings | controls | checks |", "|---|---|---|---|---|",
     ]
     for claim in results["claims"]:
-        checks = ", ".join(f"{c['kind']}: {c['verdict']}" for c in claim["checks"]) or "no checks yet"
-        lines.append(f"| [`{claim['id']}`](#{claim['id']}) | {VERDICT_MARK[claim['verdict']]} | {checks} |")
+        checks = ", ".join(f"{c['kind']} ({c['reading']}): {c['verdict']}" for c in claim["checks"]) or "none"
+        findings = "<br>".join(finding_line(f) for f in claim["findings"]) or "—"
+        lines.append(f"| [`{claim['id']}`](#{claim['id']}) | {verdict_label(claim)} | {findings} | "
+                     f"{control_counts(claim)} | {checks} |")
     for claim in results["claims"]:
-        lines += ["", f"## {claim['id']}", "", f"**Verdict: {VERDICT_MARK[claim['verdict']]}**", "",
+        lines += ["", f"## {claim['id']}", "", f"**Verdict: {verdict_label(claim)}**", "",
                   f"*Paper:* {claim['paper']}", "", f"*Statement checked:* {claim['statement']}"]
+        if claim["findings"]:
+            lines += ["", "Findings (statements of ours, not the paper's):", ""]
+            lines += [f"- **{f['status']}**: {f['statement']}" + (f" — {f['evidence']}" if f["evidence"] else "")
+                      for f in claim["findings"]]
         for check in claim["checks"]:
-            lines += ["", f"### {check['kind']} — {check['description']}", "",
-                      f"Verdict **{check['verdict']}** in {check['seconds']:.2f} s. {check['summary']}"]
+            lines += ["", f"### {check['kind']} ({check['reading']}) — {check['description']}", "",
+                      f"Verdict **{_check_verdict_text(check)}** in {check['seconds']:.2f} s. {check['summary']}"]
+            if check.get("cites"):
+                continue
+            lines += ["", f"Negative control: {_control_text(check['control'])}"]
+            if check["assumptions"]:
+                lines += ["", "Assumptions (choices the paper leaves open): " + "; ".join(check["assumptions"])]
             if check["threshold"] is not None:
                 lines += ["", f"Threshold: {_fmt(check['threshold'])}"]
             if check["derivation"]:
@@ -243,14 +407,14 @@ def render_markdown(results: dict) -> str:
             for fig in check["figures"]:
                 lines += ["", f"![{fig}](figures/{fig})"]
             if check["instance"] is not None:
-                lines += ["", "Failing instance (re-check with `bma-verify check --instance FILE`):", "", "```json",
+                lines += ["", "Instance (re-check with `bma-verify check --instance FILE`):", "", "```json",
                           json.dumps(check["instance"], indent=1), "```"]
     return "\n".join(lines) + "\n"
 
 
 _CSS = """body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;line-height:1.45;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
-.pass{color:#176f2c;font-weight:bold}.fail{color:#b00020;font-weight:bold}.inconclusive{color:#a66b00;font-weight:bold}
+.pass{color:#176f2c;font-weight:bold}.fail{color:#b00020;font-weight:bold}.inconclusive{color:#a66b00;font-weight:bold}.error{color:#6a1b9a;font-weight:bold}
 pre{background:#f6f6f6;padding:.5em;overflow-x:auto}img{max-width:100%}"""
 
 
@@ -262,21 +426,40 @@ def render_html(results: dict) -> str:
              f"<style>{_CSS}</style></head><body>", "<h1>bma-verify verification report</h1>",
              f"<p>Tier <b>{e(results['tier'])}</b>, seed {results['seed']}, package {e(results['package_version'])}, "
              f"started {e(results['started'])}, {results['seconds']:.1f} s. Python {e(env['python'])}, NumPy "
-             f"{e(str(env['numpy']))}, PyTorch {e(str(env['torch']))}, GPU: {e(str(env['gpu'] or 'none'))}.</p>",
-             "<h2>Summary</h2><table><tr><th>claim</th><th>verdict</th><th>checks</th></tr>"]
+             f"{e(str(env['numpy']))}, PyTorch {e(str(env['torch']))} ({e(str(env.get('torch_threads')))} threads), "
+             f"GPU: {e(str(env['gpu'] or 'none'))}.</p>",
+             "<p>Only checks that read a claim <b>as stated</b> or as a <b>reproduction</b> decide its verdict; a "
+             "<b>stronger</b> reading of ours gives a finding and never fails the paper. Every check runs a negative "
+             "control in the same run; one whose control is not rejected, or whose trained run has not converged, "
+             "cannot pass. Losses and information are in nats.</p>",
+             f"<p>Claims: {e(summary_counts(results['claims']))}.</p>",
+             "<h2>Summary</h2><table><tr><th>claim</th><th>verdict</th><th>findings</th><th>controls</th>"
+             "<th>checks</th></tr>"]
     for claim in results["claims"]:
-        checks = ", ".join(f"{c['kind']}: {c['verdict']}" for c in claim["checks"]) or "no checks yet"
+        checks = ", ".join(f"{c['kind']} ({c['reading']}): {c['verdict']}" for c in claim["checks"]) or "none"
+        findings = "<br>".join(e(finding_line(f)) for f in claim["findings"]) or "—"
         parts.append(f"<tr><td><a href='#{e(claim['id'])}'>{e(claim['id'])}</a></td>"
-                     f"<td class='{claim['verdict']}'>{claim['verdict']}</td><td>{e(checks)}</td></tr>")
+                     f"<td class='{claim['verdict']}'>{e(verdict_label(claim))}</td><td>{findings}</td>"
+                     f"<td>{e(control_counts(claim))}</td><td>{e(checks)}</td></tr>")
     parts.append("</table>")
     for claim in results["claims"]:
         parts += [f"<h2 id='{e(claim['id'])}'>{e(claim['id'])} — <span class='{claim['verdict']}'>"
-                  f"{claim['verdict']}</span></h2>", f"<p><i>Paper:</i> {e(claim['paper'])}</p>",
+                  f"{e(verdict_label(claim))}</span></h2>", f"<p><i>Paper:</i> {e(claim['paper'])}</p>",
                   f"<p><i>Statement checked:</i> {e(claim['statement'])}</p>"]
+        if claim["findings"]:
+            parts.append("<p>Findings (statements of ours, not the paper's):</p><ul>" + "".join(
+                f"<li><b>{e(f['status'])}</b>: {e(f['statement'])}" + (f" — {e(f['evidence'])}" if f["evidence"]
+                                                                         else "") + "</li>"
+                for f in claim["findings"]) + "</ul>")
         for check in claim["checks"]:
-            parts += [f"<h3>{e(check['kind'])} — {e(check['description'])}</h3>",
-                      f"<p><span class='{check['verdict']}'>{check['verdict']}</span> in {check['seconds']:.2f} s. "
-                      f"{e(check['summary'])}</p>"]
+            parts += [f"<h3>{e(check['kind'])} ({e(check['reading'])}) — {e(check['description'])}</h3>",
+                      f"<p><span class='{check['verdict']}'>{e(_check_verdict_text(check))}</span> in "
+                      f"{check['seconds']:.2f} s. {e(check['summary'])}</p>"]
+            if check.get("cites"):
+                continue
+            parts.append(f"<p>Negative control: {e(_control_text(check['control']))}</p>")
+            if check["assumptions"]:
+                parts.append(f"<p>Assumptions (choices the paper leaves open): {e('; '.join(check['assumptions']))}</p>")
             if check["threshold"] is not None:
                 parts.append(f"<p>Threshold: {e(_fmt(check['threshold']))}</p>")
             for caption, latex in check["derivation"]:
@@ -293,6 +476,6 @@ def render_html(results: dict) -> str:
             for fig in check["figures"]:
                 parts.append(f"<p><img src='figures/{e(fig)}' alt='{e(fig)}'></p>")
             if check["instance"] is not None:
-                parts.append(f"<p>Failing instance:</p><pre>{e(json.dumps(check['instance'], indent=1))}</pre>")
+                parts.append(f"<p>Instance:</p><pre>{e(json.dumps(check['instance'], indent=1))}</pre>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

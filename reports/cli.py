@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reports.core import TIERS, CheckContext
+from reports.core import TIERS, CheckContext, verdict_counts
 from reports.registry import CLAIM_IDS, CLAIMS, get_claim
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "ds", "robustness")
@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     check = sub.add_parser("check", help="run the checks of some or all claims and print their verdicts "
-                                         "(exit status 1 on any fail)")
+                                         "(exit status 1 on any fail, 3 when a check raised, 2 on bad input)")
     check.add_argument("claims", nargs="*", metavar="CLAIM", help=f"claim ids (default: all): {', '.join(CLAIM_IDS)}")
     check.add_argument("--tier", choices=TIERS, default="quick")
     check.add_argument("--seed", type=int, default=0)
@@ -130,8 +130,14 @@ def main(argv=None) -> int:
 
 def _check(args) -> int:
     if args.list:
+        if args.json:
+            print(json.dumps([{"id": claim.id, "statement": claim.statement,
+                               "checks": [{"kind": c.kind, "reading": c.reading, "function": c.function,
+                                           "cites": c.cites, "description": c.description} for c in claim.checks]}
+                              for claim in CLAIMS], indent=2, ensure_ascii=False))
+            return 0
         for claim in CLAIMS:
-            print(f"{claim.id:28s} {', '.join(c.kind for c in claim.checks)}")
+            print(f"{claim.id:28s} {', '.join(f'{c.kind} ({c.reading})' for c in claim.checks)}")
         return 0
     if args.instance:
         from reports.search import check_instance
@@ -153,17 +159,35 @@ def _check(args) -> int:
                            options=options)
         records = run_claims(claims, ctx, progress=not (args.quiet or args.json))
     if args.json:
-        print(json.dumps({"tier": args.tier, "seed": args.seed, "claims": records}, indent=2, ensure_ascii=False))
+        print(json.dumps({"tier": args.tier, "seed": args.seed, "threads": args.threads, "claims": records},
+                         indent=2, ensure_ascii=False))
     else:
-        print(f"{'claim':28s} {'kind':12s} {'verdict':13s} {'seconds':>8s}  summary")
+        from reports.builder import finding_line, verdict_label
+
+        print(f"{'claim':28s} {'kind':12s} {'reading':13s} {'verdict':13s} {'control':9s} {'seconds':>8s}  summary")
         for claim in records:
             for check in claim["checks"]:
-                print(f"{claim['id']:28s} {check['kind']:12s} {check['verdict']:13s} {check['seconds']:8.2f}  "
-                      f"{check['summary']}")
-        verdicts = [c["verdict"] for c in records]
-        print(f"\n{verdicts.count('pass')} passed, {verdicts.count('fail')} failed, "
-              f"{verdicts.count('inconclusive')} inconclusive (claims)")
-    return 1 if any(c["verdict"] == "fail" for c in records) else 0
+                control = "-" if check["control"] is None else ("rejected" if check["control"]["rejected"]
+                                                                 else "ACCEPTED")
+                print(f"{claim['id']:28s} {check['kind']:12s} {check['reading']:13s} {check['verdict']:13s} "
+                      f"{control:9s} {check['seconds']:8.2f}  {check['summary']}")
+        print()
+        for claim in records:
+            print(f"{claim['id']:28s} {verdict_label(claim)}")
+            for finding in claim["findings"]:
+                print(f"{'':28s}   {finding_line(finding)}")
+        print(f"\nclaims: {verdict_counts(c['verdict'] for c in records)}")
+    return exit_status(records)
+
+
+def exit_status(records: list[dict]) -> int:
+    """1 when a claim fails, 3 when a check raised (an error verified nothing), else 0."""
+    verdicts = [c["verdict"] for c in records]
+    if "fail" in verdicts:
+        return 1
+    if "error" in verdicts or any(k["verdict"] == "error" for c in records for k in c["checks"]):
+        return 3
+    return 0
 
 
 def _instance_line(result: dict) -> str:
@@ -190,12 +214,12 @@ def _report(args) -> int:
     from reports.builder import build_report
 
     out = build_report(args.tier, args.out, seed=args.seed, claims=args.claims, force=args.force,
-                       quiet=args.quiet, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler)
+                       quiet=args.quiet, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+                       threads=args.threads)
     results = json.loads((out / "results.json").read_text())
-    verdicts = [c["verdict"] for c in results["claims"]]
-    print(f"report written to {out}/REPORT.md ({verdicts.count('pass')} pass, {verdicts.count('fail')} fail, "
-          f"{verdicts.count('inconclusive')} inconclusive)")
-    return 0
+    print(f"report written to {out}/REPORT.md (claims: {verdict_counts(c['verdict'] for c in results['claims'])})")
+    # a report is written whatever the verdicts; only a check that raised makes the command fail
+    return 3 if exit_status(results["claims"]) == 3 else 0
 
 
 def _search(args) -> int:

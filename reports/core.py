@@ -2,8 +2,15 @@
 
 A check is a function ``check(ctx: CheckContext) -> CheckOutcome``. It calls functions of ``theory``,
 ``numerics`` or ``model`` and packages what they return; it computes nothing itself. The builder times it,
-records its kind (``symbolic``, ``exact``, ``monte-carlo`` or ``model``) and writes the outcome into
-``results.json``, ``REPORT.md`` and ``report.html``.
+records its kind (``symbolic``, ``exact``, ``monte-carlo`` or ``model``) and its reading (``as-stated``,
+``stronger`` or ``reproduction``, SPEC §4.1), and writes the outcome into ``results.json``, ``REPORT.md`` and
+``report.html``.
+
+How a verdict is earned (:func:`settle`): every check also runs its own decision rule, in the same call, on a
+**negative control**, an input known to be false (BMA reading half the examples, a violated bound, a perturbed
+expression, a planted wrong formula), and reports whether the rule rejected it (:class:`Control`). A ``pass``
+whose control was not rejected, or that has no control, reads ``inconclusive (not discriminating)``; a ``pass``
+on a trained run that the check counts as not converged reads ``inconclusive (not converged)``.
 """
 from __future__ import annotations
 
@@ -16,8 +23,66 @@ from typing import Any
 import numpy as np
 
 VERDICTS = ("pass", "fail", "inconclusive")
+#: A check that raised gets ``error`` in the report: an error is not a verdict about the claim.
+RECORD_VERDICTS = VERDICTS + ("error",)
 KINDS = ("symbolic", "exact", "monte-carlo", "model")
 TIERS = ("quick", "full")
+#: How a check reads its claim (SPEC §4.1). Only ``as-stated`` and ``reproduction`` checks decide a claim's
+#: verdict; a ``stronger`` check (a sharper statement of ours) yields findings and never fails the paper's claim.
+READINGS = ("as-stated", "stronger", "reproduction")
+FINDING_STATUSES = ("holds", "refuted", "open")
+#: Reasons an earned-looking pass is withheld (``CheckOutcome.reason`` after :func:`settle`).
+NOT_DISCRIMINATING = "not discriminating"
+NO_CONTROL = "no negative control"
+NOT_CONVERGED = "not converged"
+
+
+@dataclass
+class Control:
+    """A negative control: the check's own decision rule applied to an input known to be false.
+
+    Attributes
+    ----------
+    description : str
+        What was planted and why it is false (e.g. "BMA reading only the last 5 of 10 examples").
+    measured : Any
+        JSON-serialisable values the rule saw on the control (the same quantities as the real check).
+    rejected : bool
+        True when the rule rejected the control (it would have read ``fail`` / not ``pass`` on it). A check whose
+        control is not rejected cannot tell the claim from its negation, so it cannot pass.
+    """
+
+    description: str
+    measured: Any
+    rejected: bool
+
+    def __post_init__(self) -> None:
+        self.rejected = bool(self.rejected)
+
+    def as_dict(self) -> dict:
+        return {"description": self.description, "measured": jsonable(self.measured), "rejected": self.rejected}
+
+
+@dataclass
+class Finding:
+    """A statement of ours (a ``stronger`` reading) and what became of it.
+
+    ``status``: ``holds`` (on the instances named in ``evidence``), ``refuted`` (with the smallest ``instance``
+    found, replayable by ``bma-verify check --instance``) or ``open``.
+    """
+
+    statement: str
+    status: str
+    instance: dict | None = None
+    evidence: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in FINDING_STATUSES:
+            raise ValueError(f"status must be one of {FINDING_STATUSES}, got {self.status!r}")
+
+    def as_dict(self) -> dict:
+        return {"statement": self.statement, "status": self.status, "instance": jsonable(self.instance),
+                "evidence": self.evidence}
 
 
 @dataclass
@@ -50,7 +115,20 @@ class CheckOutcome:
     tolerances : dict
         Per value of ``measured``, how far a rerun may move it before the regression test flags it:
         ``{"key": {"abs": 1e-12}}`` or ``{"key": {"rel": 0.1}}``; keys not listed are compared exactly
-        (non-float) or at ``abs=1e-9`` (float). Monte Carlo and trained values name wider tolerances here.
+        (non-float) or at ``abs=1e-9`` (float). Monte Carlo and trained values name wider tolerances here, each
+        with the measured spread it comes from in a comment next to it.
+    control : Control or None
+        The negative control run in the same call (see the module docstring). Required for a ``pass``.
+    findings : list of Finding
+        Statements of ours (``stronger`` reading) and their status. A ``stronger`` check that lists none gets
+        one from its verdict (pass → holds, fail → refuted, inconclusive → open).
+    reason : str
+        Why the verdict is ``inconclusive`` (e.g. "not converged", "interval straddles the bound").
+    converged : bool or None
+        For a trained run: whether the package counts it as converged (None for checks without training).
+    assumptions : list of str
+        The choices the paper leaves open that the verdict rests on (a ``reproduction`` names them on the
+        summary line, e.g. "reading R1: example offsets beyond the training L clipped").
     """
 
     verdict: str
@@ -62,10 +140,44 @@ class CheckOutcome:
     figures: list[str] = field(default_factory=list)
     instance: dict | None = None
     tolerances: dict = field(default_factory=dict)
+    control: Control | None = None
+    findings: list[Finding] = field(default_factory=list)
+    reason: str = ""
+    converged: bool | None = None
+    assumptions: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+
+
+def settle(outcome: CheckOutcome) -> tuple[str, str]:
+    """The verdict a check has earned, and the reason when it is withheld: ``(verdict, reason)``.
+
+    A ``pass`` stands only if the check's negative control was rejected and its trained run (if any) converged;
+    otherwise it reads ``inconclusive`` with the reason (``not converged`` comes first: an unconverged run says
+    nothing whatever its control did). ``fail`` and ``inconclusive`` are kept as the check gave them.
+    """
+    if outcome.verdict != "pass":
+        return outcome.verdict, outcome.reason
+    if outcome.converged is False:
+        return "inconclusive", NOT_CONVERGED
+    if outcome.control is None:
+        return "inconclusive", NO_CONTROL
+    if not outcome.control.rejected:
+        return "inconclusive", f"{NOT_DISCRIMINATING}: the control ({outcome.control.description}) was not rejected"
+    return "pass", ""
+
+
+def finding_status(verdict: str) -> str:
+    """The status of a ``stronger`` statement from its check's settled verdict."""
+    return {"pass": "holds", "fail": "refuted"}.get(verdict, "open")
+
+
+def verdict_counts(verdicts) -> str:
+    """'3 pass, 1 fail, 2 inconclusive, 1 error' (errors are counted apart from verdicts)."""
+    verdicts = list(verdicts)
+    return ", ".join(f"{verdicts.count(v)} {v}" for v in RECORD_VERDICTS)
 
 
 @dataclass
@@ -91,6 +203,9 @@ class CheckContext:
     def __post_init__(self) -> None:
         if self.tier not in TIERS:
             raise ValueError(f"tier must be one of {TIERS}, got {self.tier!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        self.seed = int(self.seed)
 
     @property
     def full(self) -> bool:

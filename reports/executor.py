@@ -23,6 +23,31 @@ def spawn_seeds(seed: int, n: int) -> list[np.random.SeedSequence]:
     return np.random.SeedSequence(seed).spawn(n)
 
 
+def validate_executor(*, jobs: int = 1, backend: str = "joblib", scheduler: str | None = None,
+                      timeout: float = 10.0) -> None:
+    """Refuse bad executor settings before any work starts; for a Dask scheduler address, connect once.
+
+    Raises ValueError naming the argument: an unreachable scheduler must stop the command, not become a verdict.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    if scheduler is not None and backend != "dask":
+        raise ValueError("scheduler is only used with backend='dask' (--backend dask)")
+    if backend == "dask":
+        try:
+            from dask.distributed import Client
+        except ImportError as exc:  # the dask extra is optional
+            raise ValueError("backend='dask' needs dask.distributed: pip install 'bma-verify[dask]'") from exc
+        if scheduler is not None:
+            try:
+                Client(scheduler, timeout=timeout).close()
+            except Exception as exc:  # noqa: BLE001 - any failure to connect means the same to the user
+                raise ValueError(f"scheduler {scheduler!r} cannot be reached within {timeout:g} s "
+                                 f"({type(exc).__name__}: {exc}); start it or drop --scheduler") from None
+
+
 def map_tasks(fn: Callable[[Any], Any], tasks: Sequence[Any], *, jobs: int = 1, backend: str = "joblib",
               scheduler: str | None = None, quiet: bool = True, desc: str | None = None) -> list:
     """Apply ``fn`` to every task; results in the order of ``tasks``.
@@ -38,7 +63,7 @@ def map_tasks(fn: Callable[[Any], Any], tasks: Sequence[Any], *, jobs: int = 1, 
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if not isinstance(jobs, int) or jobs < 1:
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     if scheduler is not None and backend != "dask":
         raise ValueError("scheduler is only used with backend='dask'")

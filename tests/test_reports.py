@@ -6,7 +6,7 @@ import pytest
 
 import reports.builder as builder
 from reports import cli
-from reports.core import CheckContext, CheckOutcome, verdict_from_interval
+from reports.core import CheckContext, CheckOutcome, Control, Finding, settle, verdict_from_interval
 from reports.executor import map_tasks, spawn_seeds
 from reports.registry import CLAIM_IDS, CLAIMS, Check, Claim
 
@@ -19,13 +19,41 @@ def passing_check(ctx):
     ax.plot(ctx.rng("dummy").random(5))
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
-    return CheckOutcome("pass", {"value": float(ctx.rng("dummy").random())}, threshold=1.0, summary="fine",
-                        figures=["dummy.png"], derivation=[("step", r"\frac{a}{b}")])
+    value = float(ctx.rng("dummy").random())
+    planted = 1.5  # a value above the threshold: the rule "value <= 1" must reject it
+    return CheckOutcome("pass" if value <= 1.0 else "fail", {"value": value}, threshold=1.0, summary="fine",
+                        figures=["dummy.png"], derivation=[("step", r"\frac{a}{b}")],
+                        control=Control("a planted value above 1", {"value": planted}, rejected=not planted <= 1.0))
 
 
 def failing_check(ctx):
     return CheckOutcome("fail", {"ratio": 1.5}, threshold=1.0, summary="ratio above one",
                         instance={"kernel": [[0.5, 0.5], [0.5, 0.5]]})
+
+
+def uncontrolled_check(ctx):
+    return CheckOutcome("pass", {"value": 0.5}, threshold=1.0, summary="passes, but nothing false was tried")
+
+
+def undiscriminating_check(ctx):
+    return CheckOutcome("pass", {"value": 0.5}, threshold=1.0, summary="passes, and so does its control",
+                        control=Control("a planted value the rule should reject", {"value": 0.9}, rejected=False))
+
+
+def unconverged_check(ctx):
+    return CheckOutcome("pass", {"gap": 0.01}, summary="a trained run below the threshold, not converged",
+                        control=Control("BMA on half the examples", {"gap": 0.2}, rejected=True), converged=False)
+
+
+def refuted_stronger_check(ctx):
+    return CheckOutcome("fail", {"ratio": 1.2}, summary="our sharper bound fails", instance={"kernel": [[1.0]]},
+                        control=Control("a bound below the ratio", {"ratio": 1.2}, rejected=True))
+
+
+def reproduction_fail_check(ctx):
+    return CheckOutcome("fail", {"gap": 0.7}, summary="the trend goes the other way under R1",
+                        control=Control("BMA itself", {"gap": 0.0}, rejected=True),
+                        assumptions=["reading R1: clipped offsets"], converged=True)
 
 
 def crashing_check(ctx):
@@ -84,10 +112,13 @@ def test_report_files_schema_and_verdicts(registry, tmp_path):
     assert by_id["good"]["verdict"] == "pass"
     assert by_id["bad"]["verdict"] == "fail"
     assert by_id["bad"]["checks"][1]["instance"] == {"kernel": [[0.5, 0.5], [0.5, 0.5]]}
-    # a crash is a failed check with its error, never a silent omission
-    assert by_id["crash"]["verdict"] == "fail" and "boom" in by_id["crash"]["checks"][0]["error"]
+    # a crash is an error with its message, never a verdict and never a silent omission
+    assert by_id["crash"]["verdict"] == "error" and "boom" in by_id["crash"]["checks"][0]["error"]
     for check in by_id["good"]["checks"]:
-        assert set(check) >= {"kind", "measured", "threshold", "verdict", "seconds"}
+        assert set(check) >= {"kind", "measured", "threshold", "verdict", "seconds", "reading", "control"}
+        assert check["control"] == {"description": "a planted value above 1", "measured": {"value": 1.5},
+                                    "rejected": True}
+    assert results["environment"]["torch_threads"] == 1 and results["config"]["threads"] == 1
     md, page = (out / "REPORT.md").read_text(), (out / "report.html").read_text()
     assert "figures/dummy.png" in md and "figures/dummy.png" in page and (out / "figures" / "dummy.png").exists()
     assert "FAIL" in md and "\\frac{a}{b}" in md and "http" not in page  # opens offline: no external resources
@@ -201,9 +232,94 @@ def test_every_registered_check_resolves_to_a_function():
     assert not missing
 
 
-def test_a_check_that_cannot_be_imported_is_a_failed_check(registry, tmp_path, monkeypatch):
+def test_a_check_that_cannot_be_imported_is_an_error_not_a_verdict(registry, tmp_path, monkeypatch):
     ghost = Claim("good", "p", "s", (Check("exact", f"{T}:no_such_function", "d"),))
     monkeypatch.setattr(builder, "get_claim", lambda cid: ghost)
     out = builder.build_report("quick", tmp_path / "rep", claims=["good"])
     claim = json.loads((out / "results.json").read_text())["claims"][0]
-    assert claim["verdict"] == "fail" and "no_such_function" in claim["checks"][0]["error"]
+    assert claim["verdict"] == "error" and "no_such_function" in claim["checks"][0]["error"]
+    assert "1 error" in (out / "REPORT.md").read_text()
+
+
+def _run(*checks, claim_id="c"):
+    import tempfile
+    from pathlib import Path
+
+    return builder.run_claims([Claim(claim_id, "p", "s", tuple(checks))],
+                              CheckContext(figures_dir=Path(tempfile.mkdtemp())))[0]
+
+
+def test_a_pass_needs_a_rejected_control():
+    # reference: SPEC §4.1 — no control, or a control that passes too, cannot read pass
+    assert _run(Check("exact", f"{T}:passing_check", "d"))["verdict"] == "pass"
+    no_control = _run(Check("exact", f"{T}:uncontrolled_check", "d"))
+    assert no_control["verdict"] == "inconclusive" and no_control["checks"][0]["reason"] == "no negative control"
+    accepted = _run(Check("exact", f"{T}:undiscriminating_check", "d"))
+    assert accepted["verdict"] == "inconclusive"
+    assert accepted["checks"][0]["reason"].startswith("not discriminating")
+    assert accepted["checks"][0]["check_verdict"] == "pass"  # what the check said before it was settled
+
+
+def test_an_unconverged_run_never_passes():
+    claim = _run(Check("model", f"{T}:unconverged_check", "d", reading="reproduction"))
+    assert claim["verdict"] == "inconclusive" and claim["checks"][0]["reason"] == "not converged"
+
+
+def test_settle_keeps_fail_and_inconclusive():
+    control = Control("x", {}, rejected=False)
+    assert settle(CheckOutcome("fail", {}, control=control)) == ("fail", "")
+    assert settle(CheckOutcome("inconclusive", {}, reason="straddles")) == ("inconclusive", "straddles")
+    with pytest.raises(ValueError, match="status"):
+        Finding("s", "true")
+
+
+def test_a_stronger_reading_gives_a_finding_and_never_fails_the_claim():
+    claim = _run(Check("exact", f"{T}:passing_check", "as stated"),
+                 Check("exact", f"{T}:refuted_stronger_check", "our sharper bound", reading="stronger"))
+    assert claim["verdict"] == "pass"
+    assert claim["findings"] == [{"statement": "our sharper bound", "status": "refuted",
+                                  "instance": {"kernel": [[1.0]]}, "evidence": "our sharper bound fails",
+                                  "check": f"exact:{T}:refuted_stronger_check"}]
+    md = builder.render_markdown({"tier": "quick", "seed": 0, "package_version": "x", "started": "t",
+                                  "seconds": 0.0, "environment": builder.environment(), "claims": [claim]})
+    assert "| PASS | finding: our sharper bound (refuted, 1 instance) |" in md
+
+
+def test_a_failed_reproduction_names_its_reading_and_is_not_a_bare_fail():
+    claim = _run(Check("model", f"{T}:reproduction_fail_check", "d", reading="reproduction"))
+    assert claim["verdict"] == "fail" and claim["assumptions"] == ["reading R1: clipped offsets"]
+    assert builder.verdict_label(claim) == "NOT REPRODUCED under reading R1: clipped offsets"
+
+
+def test_a_citing_check_shows_the_cited_evidence_once(monkeypatch, tmp_path):
+    source = Claim("src", "p", "s", (Check("exact", f"{T}:passing_check", "d"),))
+    citing = Claim("cit", "p", "s", (Check("exact", f"{T}:passing_check", "d", cites="src:exact"),))
+    monkeypatch.setattr(builder, "get_claim", {"src": source, "cit": citing}.__getitem__)
+    calls = []
+    monkeypatch.setattr(f"{T}.passing_check", lambda ctx: calls.append(1) or passing_check(ctx))
+    records = builder.run_claims([source, citing], CheckContext(figures_dir=tmp_path))
+    assert len(calls) == 1  # run once
+    cited = records[1]["checks"][0]
+    assert cited["measured"] == {} and cited["verdict"] == "pass" and "src (exact)" in cited["summary"]
+
+
+def test_bad_arguments_are_refused_before_any_check_runs(tmp_path, capsys, monkeypatch):
+    ran = []
+    monkeypatch.setattr(builder, "run_claims", lambda *a, **k: ran.append(1))
+    with pytest.raises(ValueError, match="seed"):
+        builder.build_report("quick", tmp_path / "x", seed=-1)
+    with pytest.raises(ValueError, match="threads"):
+        builder.build_report("quick", tmp_path / "x", threads=0)
+    # an unreachable Dask scheduler stops the command instead of becoming a verdict
+    with pytest.raises(ValueError, match="cannot be reached"):
+        builder.build_report("quick", tmp_path / "x", backend="dask", scheduler="tcp://127.0.0.1:9", )
+    assert cli.main(["check", "--seed", "-1", "--quiet"]) == 2
+    assert "seed must be a non-negative integer" in capsys.readouterr().err
+    assert not ran and not (tmp_path / "x").exists()
+
+
+def test_cli_exit_status_counts_errors_apart():
+    ok = {"verdict": "pass", "checks": [{"verdict": "pass"}]}
+    err = {"verdict": "error", "checks": [{"verdict": "error"}]}
+    bad = {"verdict": "fail", "checks": [{"verdict": "fail"}]}
+    assert cli.exit_status([ok]) == 0 and cli.exit_status([ok, err]) == 3 and cli.exit_status([err, bad]) == 1
