@@ -26,16 +26,36 @@ def load_kernel(path) -> np.ndarray:
     if suffix == ".npy":
         kernel = np.load(path, allow_pickle=False)
     elif suffix == ".csv":
-        kernel = np.loadtxt(path, delimiter=",", ndmin=2)
+        try:
+            kernel = np.loadtxt(path, delimiter=",", ndmin=2)
+        except ValueError as exc:
+            raise ValueError(f"--kernel file {path}: not a CSV of numbers ({str(exc).splitlines()[0]}); write one "
+                             "row of π per line, comma-separated, with no header") from None
     elif suffix == ".json":
-        data = json.loads(path.read_text())
-        kernel = np.asarray(data["kernel"] if isinstance(data, dict) else data, dtype=float)
+        data = read_json(path, "--kernel")
+        rows = data.get("kernel") if isinstance(data, dict) else data
+        try:
+            kernel = np.asarray(rows, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"--kernel file {path}: expected a list of equal-length rows of numbers (or "
+                             '{"kernel": rows}), got ragged or non-numeric rows') from None
     else:
         raise ValueError(f"--kernel must be a .npy, .csv or .json file, got {path.name}")
     kernel = check_kernel(kernel, name="kernel (from --kernel)")
     if kernel.ndim != 2:
         raise ValueError(f"kernel (from --kernel) must be one (d, d) matrix, got shape {kernel.shape}")
     return kernel
+
+
+def read_json(path, option: str):
+    """JSON from a file given by the user, or a ValueError naming the option, the file and the fix."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{option} file {path} does not exist; give the path of a JSON file")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{option} file {path} is not valid JSON ({exc}); fix or regenerate it") from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -122,6 +142,11 @@ def main(argv=None) -> int:
     except (ValueError, FileExistsError) as exc:
         print(f"bma-verify {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # an output folder that cannot be written, a file that cannot be read
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"bma-verify {args.command}: error: cannot use{where}: {exc.strerror or exc}; choose a path you can "
+              "read and write", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"bma-verify {args.command}: interrupted; nothing was written over an existing output",
               file=sys.stderr)
@@ -142,7 +167,7 @@ def _check(args) -> int:
     if args.instance:
         from reports.search import check_instance
 
-        instance = json.loads(Path(args.instance).read_text())
+        instance = read_json(args.instance, "--instance")
         result = check_instance(instance)
         print(json.dumps(result, indent=2) if args.json else _instance_line(result))
         return 1 if result.get("verdict") == "fail" else 0

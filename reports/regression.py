@@ -65,6 +65,10 @@ def compare_results(reference: dict, current: dict) -> list[str]:
             ref = ref_checks[key]
             if ref["verdict"] != check["verdict"]:
                 moved.append(f"{claim['id']} {check['function']}: verdict {ref['verdict']} -> {check['verdict']}")
+            ref_rejected = (ref.get("control") or {}).get("rejected")
+            new_rejected = (check.get("control") or {}).get("rejected")
+            if ref_rejected != new_rejected:
+                moved.append(f"{claim['id']} {check['function']}: control rejected {ref_rejected} -> {new_rejected}")
             tolerances = ref.get("tolerances") or {}
             ref_values = dict(_leaves(ref["measured"]))
             new_values = dict(_leaves(check["measured"]))

@@ -58,3 +58,31 @@ def test_search_with_a_planted_alpha_writes_an_instance_that_check_rechecks(tmp_
     assert cli.main(["check", "--instance", str(out)]) == 1
     assert cli.main(["search", "lemma3", "--budget", "30", "--alpha", "0.05", "--out", str(out), "--quiet"]) == 2
     assert "already exists" in capsys.readouterr().err
+
+
+def test_user_input_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    # each bad input names the file and the problem, with no traceback (issue: errors a user can act on)
+    cases = {
+        "missing instance": ["check", "--instance", str(tmp_path / "nope.json")],
+        "broken json": ["check", "--instance", str(tmp_path / "broken.json")],
+        "csv with header": ["check", "lemma3-strict-dpi", "--kernel", str(tmp_path / "header.csv")],
+        "ragged json": ["check", "lemma3-strict-dpi", "--kernel", str(tmp_path / "ragged.json")],
+    }
+    (tmp_path / "broken.json").write_text("{not json")
+    (tmp_path / "header.csv").write_text("a,b\n0.5,0.5\n0.5,0.5\n")
+    (tmp_path / "ragged.json").write_text("[[0.5, 0.5], [1.0]]")
+    for name, argv in cases.items():
+        assert cli.main(argv) == 2, name
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, (name, err)
+        assert str(tmp_path) in err, (name, err)
+
+
+def test_unwritable_report_folder_is_one_line_and_exit_2(tmp_path, capsys):
+    # a folder that cannot be created (its parent is a file; permission bits do not stop root) must give one
+    # line naming the path, not an OSError traceback, and must not start any check
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    assert cli.main(["report", "--out", str(blocker / "rep"), "--quiet", "--claims", "exp-robustness"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(blocker) in err and "Traceback" not in err

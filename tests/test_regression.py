@@ -24,6 +24,13 @@ def test_quick_tier_numeric_results_match_the_reference(tmp_path):
     current = {"claims": run_claims(CLAIMS, ctx, kinds=NUMERIC_KINDS)}
     rerun = sum(len(c["checks"]) for c in current["claims"])
     assert rerun >= 15, "the numeric checks of the quick tier did not run"
+    # every check ran its negative control in this run, and the control was rejected (else it cannot pass)
+    for claim in current["claims"]:
+        for check in claim["checks"]:
+            if check["cites"]:
+                continue
+            assert check["control"] is not None, f"{claim['id']} {check['function']} has no negative control"
+            assert check["control"]["rejected"] or check["verdict"] != "pass", (claim["id"], check["function"])
     moved = compare_results(reference, current)
     print("\n".join(["values that moved against reports/reference:"] + moved) if moved else "nothing moved")
     assert not moved, "\n".join(moved)
@@ -33,6 +40,21 @@ def test_reference_report_is_complete_and_small():
     reference = json.loads((REFERENCE_DIR / "results.json").read_text())
     assert {c["id"] for c in reference["claims"]} == {c.id for c in CLAIMS}
     assert all(c["checks"] for c in reference["claims"])
+    registered = {(c.id, k.kind, k.reading) for c in CLAIMS for k in c.checks}
+    assert {(c["id"], k["kind"], k["reading"]) for c in reference["claims"] for k in c["checks"]} == registered
+    for claim in reference["claims"]:
+        for check in claim["checks"]:
+            if check["cites"]:
+                continue  # the cited check carries the control
+            control = check["control"]
+            # SPEC §4.1: every check carries a control, and a check whose control was accepted is not a pass
+            assert control is not None and set(control) == {"description", "measured", "rejected"}, check["function"]
+            assert control["rejected"] or check["verdict"] != "pass", check["function"]
+            assert check["verdict"] != "error", (check["function"], check["error"])
+    # the paper's Theorem 3 is decided by the J form; the exact π̄ form under a non-stationary μ₀ is a finding
+    thm3 = next(c for c in reference["claims"] if c["id"] == "thm3-init-gradient")
+    assert thm3["verdict"] == "pass"
+    assert any(f["status"] == "refuted" and f["instance"] for f in thm3["findings"])
     for name in ("REPORT.md", "report.html"):
         assert (REFERENCE_DIR / name).exists()
     figures = list((REFERENCE_DIR / "figures").glob("*.png"))
