@@ -220,7 +220,7 @@ def build_report(tier: str, out_dir, *, seed: int = 0, claims: Iterable[str] | N
         }
         write_text_atomic(tmp / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
         write_text_atomic(tmp / "REPORT.md", render_markdown(results))
-        write_text_atomic(tmp / "report.html", render_html(results))
+        write_text_atomic(tmp / "report.html", render_html(results, figures_dir=tmp / "figures"))
         _replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -412,17 +412,53 @@ def render_markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-_CSS = """body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;line-height:1.45;color:#222}
+_CSS = """body{font-family:system-ui,sans-serif;max-width:64em;margin:2em auto;line-height:1.45;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
-.pass{color:#176f2c;font-weight:bold}.fail{color:#b00020;font-weight:bold}.inconclusive{color:#a66b00;font-weight:bold}.error{color:#6a1b9a;font-weight:bold}
-pre{background:#f6f6f6;padding:.5em;overflow-x:auto}img{max-width:100%}"""
+.pass{color:#176f2c;font-weight:bold}.fail{color:#b00020;font-weight:bold}.inconclusive{color:#a66b00;font-weight:bold}
+.error{color:#6a1b9a;font-weight:bold}pre{background:#f6f6f6;padding:.5em;overflow-x:auto}img{max-width:100%}
+math[display=block]{margin:.4em 0;overflow-x:auto;max-width:100%}nav ol{columns:2}
+figure{margin:.6em 0}figcaption{font-size:.85em;color:#555}"""
 
 
-def render_html(results: dict) -> str:
-    """A self-contained page: inline CSS, figures referenced relatively (figures/), math as LaTeX source."""
+def latex_to_mathml(latex: str) -> str:
+    """MathML for a LaTeX formula (converted at build time: browsers render it natively, offline).
+
+    A formula the converter cannot read is shown as escaped source in ``<pre class='raw-latex'>`` rather than
+    dropped, so a reader always sees it.
+    """
+    try:
+        from latex2mathml.converter import convert
+
+        mathml = convert(latex, display="block")
+    except Exception:  # noqa: BLE001 - a formula the converter does not know stays readable as source
+        return f"<pre class='raw-latex'>{html.escape(latex)}</pre>"
+    return mathml.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "")
+
+
+def _embedded_image(figures_dir, name: str) -> str:
+    """An <img> whose PNG is embedded as a data URI, so report.html stands alone as one file."""
+    import base64
+
+    e = html.escape
+    path = None if figures_dir is None else Path(figures_dir) / name
+    if path is not None and path.exists():
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        source = f"data:image/png;base64,{data}"
+    else:  # rendering from results alone (no figure files at hand): point at the report's figures/ folder
+        source = f"figures/{e(name)}"
+    return (f"<figure><img src='{source}' alt='{e(name)}'><figcaption>figures/{e(name)}</figcaption></figure>")
+
+
+def _anchor(*parts) -> str:
+    return html.escape("-".join(str(p) for p in parts).replace(" ", "-").replace(":", "-"))
+
+
+def render_html(results: dict, figures_dir=None) -> str:
+    """One self-contained page: inline CSS, figures embedded (from ``figures_dir``), math rendered as MathML,
+    a table of contents and an anchor per claim and per check."""
     e = html.escape
     env = results["environment"]
-    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>bma-verify report</title>",
+    parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>bma-verify report</title>",
              f"<style>{_CSS}</style></head><body>", "<h1>bma-verify verification report</h1>",
              f"<p>Tier <b>{e(results['tier'])}</b>, seed {results['seed']}, package {e(results['package_version'])}, "
              f"started {e(results['started'])}, {results['seconds']:.1f} s. Python {e(env['python'])}, NumPy "
@@ -433,17 +469,21 @@ def render_html(results: dict) -> str:
              "control in the same run; one whose control is not rejected, or whose trained run has not converged, "
              "cannot pass. Losses and information are in nats.</p>",
              f"<p>Claims: {e(summary_counts(results['claims']))}.</p>",
-             "<h2>Summary</h2><table><tr><th>claim</th><th>verdict</th><th>findings</th><th>controls</th>"
-             "<th>checks</th></tr>"]
+             "<nav><h2>Contents</h2><ol><li><a href='#summary'>Summary</a></li>" + "".join(
+                 f"<li><a href='#{_anchor(c['id'])}'>{e(c['id'])}</a></li>" for c in results["claims"]) + "</ol></nav>",
+             "<h2 id='summary'>Summary</h2><table><tr><th>claim</th><th>verdict</th><th>findings</th>"
+             "<th>controls</th><th>checks</th></tr>"]
     for claim in results["claims"]:
-        checks = ", ".join(f"{c['kind']} ({c['reading']}): {c['verdict']}" for c in claim["checks"]) or "none"
+        checks = "<br>".join(
+            f"<a href='#{_anchor(claim['id'], i, c['kind'])}'>{e(c['kind'])}</a> ({e(c['reading'])}): "
+            f"<span class='{c['verdict']}'>{e(c['verdict'])}</span>" for i, c in enumerate(claim["checks"])) or "none"
         findings = "<br>".join(e(finding_line(f)) for f in claim["findings"]) or "—"
-        parts.append(f"<tr><td><a href='#{e(claim['id'])}'>{e(claim['id'])}</a></td>"
+        parts.append(f"<tr><td><a href='#{_anchor(claim['id'])}'>{e(claim['id'])}</a></td>"
                      f"<td class='{claim['verdict']}'>{e(verdict_label(claim))}</td><td>{findings}</td>"
-                     f"<td>{e(control_counts(claim))}</td><td>{e(checks)}</td></tr>")
+                     f"<td>{e(control_counts(claim))}</td><td>{checks}</td></tr>")
     parts.append("</table>")
     for claim in results["claims"]:
-        parts += [f"<h2 id='{e(claim['id'])}'>{e(claim['id'])} — <span class='{claim['verdict']}'>"
+        parts += [f"<h2 id='{_anchor(claim['id'])}'>{e(claim['id'])} — <span class='{claim['verdict']}'>"
                   f"{e(verdict_label(claim))}</span></h2>", f"<p><i>Paper:</i> {e(claim['paper'])}</p>",
                   f"<p><i>Statement checked:</i> {e(claim['statement'])}</p>"]
         if claim["findings"]:
@@ -451,8 +491,9 @@ def render_html(results: dict) -> str:
                 f"<li><b>{e(f['status'])}</b>: {e(f['statement'])}" + (f" — {e(f['evidence'])}" if f["evidence"]
                                                                          else "") + "</li>"
                 for f in claim["findings"]) + "</ul>")
-        for check in claim["checks"]:
-            parts += [f"<h3>{e(check['kind'])} ({e(check['reading'])}) — {e(check['description'])}</h3>",
+        for i, check in enumerate(claim["checks"]):
+            parts += [f"<h3 id='{_anchor(claim['id'], i, check['kind'])}'>{e(check['kind'])} ({e(check['reading'])})"
+                      f" — {e(check['description'])}</h3>",
                       f"<p><span class='{check['verdict']}'>{e(_check_verdict_text(check))}</span> in "
                       f"{check['seconds']:.2f} s. {e(check['summary'])}</p>"]
             if check.get("cites"):
@@ -463,7 +504,7 @@ def render_html(results: dict) -> str:
             if check["threshold"] is not None:
                 parts.append(f"<p>Threshold: {e(_fmt(check['threshold']))}</p>")
             for caption, latex in check["derivation"]:
-                parts.append(f"<p>{e(caption)}</p><pre>{e(latex)}</pre>")
+                parts.append(f"<p>{e(caption)}</p>{latex_to_mathml(latex)}")
             measured = _flatten(check["measured"])
             if measured:
                 parts.append("<table><tr><th>measured</th><th>value</th></tr>" + "".join(
@@ -474,8 +515,9 @@ def render_html(results: dict) -> str:
                              "".join("<tr>" + "".join(f"<td>{e(_fmt(v))}</td>" for v in row) + "</tr>"
                                      for row in table["rows"]) + "</table>")
             for fig in check["figures"]:
-                parts.append(f"<p><img src='figures/{e(fig)}' alt='{e(fig)}'></p>")
+                parts.append(_embedded_image(figures_dir, fig))
             if check["instance"] is not None:
-                parts.append(f"<p>Instance:</p><pre>{e(json.dumps(check['instance'], indent=1))}</pre>")
+                parts.append(f"<p>Instance (re-check with <code>bma-verify check --instance FILE</code>):</p>"
+                             f"<pre>{e(json.dumps(check['instance'], indent=1))}</pre>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -122,6 +122,12 @@ def test_report_files_schema_and_verdicts(registry, tmp_path):
     md, page = (out / "REPORT.md").read_text(), (out / "report.html").read_text()
     assert "figures/dummy.png" in md and "figures/dummy.png" in page and (out / "figures" / "dummy.png").exists()
     assert "FAIL" in md and "\\frac{a}{b}" in md and "http" not in page  # opens offline: no external resources
+    # one self-contained page: the figure is embedded, the math rendered (no raw LaTeX left)
+    import base64
+
+    assert base64.b64encode((out / "figures" / "dummy.png").read_bytes()).decode() in page
+    assert "<mfrac>" in page and "\\frac" not in page
+    assert "<nav>" in page and "id='good'" in page
 
 
 def test_report_is_reproducible_including_figure_bytes(registry, tmp_path):
