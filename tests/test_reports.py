@@ -329,3 +329,22 @@ def test_cli_exit_status_counts_errors_apart():
     err = {"verdict": "error", "checks": [{"verdict": "error"}]}
     bad = {"verdict": "fail", "checks": [{"verdict": "fail"}]}
     assert cli.exit_status([ok]) == 0 and cli.exit_status([ok, err]) == 3 and cli.exit_status([err, bad]) == 1
+
+
+@pytest.mark.slow
+def test_report_html_renders_in_a_headless_browser(registry, tmp_path):
+    # Reference: what a real browser lays out (reports.browser_check); skipped where no chromium is installed.
+    from reports import browser_check
+
+    if browser_check.find_browser() is None:
+        pytest.skip("no headless browser here (apt-get install chromium)")
+    out = builder.build_report("quick", tmp_path / "rep", claims=["good"])
+    seen = browser_check.inspect(out / "report.html")
+    assert seen["images"] == 1 and seen["formulas"] == 1 and not browser_check.problems(seen), seen
+    # negative control: raw LaTeX and an image that cannot load must both be reported
+    page = (out / "report.html").read_text()
+    bad = tmp_path / "bad.html"
+    bad.write_text(page.replace("<math", "<p>\\frac{a}{b}</p><math").replace("data:image/png;base64,",
+                                                                            "data:image/png;base64,AAAA"))
+    found = browser_check.problems(browser_check.inspect(bad))
+    assert any("raw LaTeX" in f for f in found) and any("did not load" in f for f in found), found
