@@ -102,7 +102,12 @@ def _parser() -> argparse.ArgumentParser:
     _threads_arg(report)
     _executor_args(report)
 
-    search = sub.add_parser("search", help="Hypothesis-driven counterexample search")
+    search = sub.add_parser(
+        "search", help="Hypothesis-driven counterexample search",
+        description="Search for a counterexample to Lemma 3 (lemma3) or Theorem 3 (thm3) with Hypothesis. Exit "
+                    "status 1 when one is found, 0 when none is, 2 on bad input. No example database is kept (a "
+                    "search is reproducible from --seed and --budget); Hypothesis' working files go under "
+                    "DIR/hypothesis, DIR given by --cache-dir, never into ./.hypothesis.")
     search.add_argument("target", choices=("lemma3", "thm3"))
     search.add_argument("--budget", type=int, default=200, help="number of examples to try")
     search.add_argument("--seed", type=int, default=0)
@@ -112,7 +117,12 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--form", choices=("exact", "approximate"), default="exact",
                         help="thm3: the exact π̄ form or the approximate J (marginal) form")
     search.add_argument("--out", metavar="FILE", help="write the counterexample instance (JSON) here")
-    search.add_argument("--quiet", action="store_true")
+    search.add_argument("--json", action="store_true",
+                        help="print only the full result as JSON on stdout (every message goes to stderr)")
+    search.add_argument("--cache-dir", metavar="DIR",
+                        help="folder for Hypothesis' working files (DIR/hypothesis); default $BMA_VERIFY_CACHE_DIR, "
+                             "else $XDG_CACHE_HOME/bma-verify, else ~/.cache/bma-verify")
+    search.add_argument("--quiet", action="store_true", help="no progress or messages (with --json: JSON only)")
     return parser
 
 
@@ -248,7 +258,10 @@ def _report(args) -> int:
 
 
 def _search(args) -> int:
-    from reports.search import run_search
+    import contextlib
+    import math
+
+    from reports.search import default_cache_dir, run_search
 
     alpha = args.alpha
     if alpha is not None:
@@ -256,15 +269,35 @@ def _search(args) -> int:
             alpha = float(alpha)
         except ValueError:
             pass  # a candidate's name
-    result = run_search(args.target, budget=args.budget, seed=args.seed, quiet=args.quiet, alpha=alpha,
-                        init=args.init, form=args.form)
+    cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir()
+    # with --json, stdout carries the JSON alone: Hypothesis' own reports (without --quiet) go to stderr
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        result = run_search(args.target, budget=args.budget, seed=args.seed, quiet=args.quiet, alpha=alpha,
+                            init=args.init, form=args.form, cache_dir=cache_dir)
+    messages = [result.get("message", "")]
     if args.out and result.get("instance") is not None:
         from reports.builder import write_text_atomic
 
         write_text_atomic(Path(args.out), json.dumps(result["instance"], indent=2) + "\n", overwrite=False)
-    print(result.get("message", ""))
-    if not args.quiet:
-        print(json.dumps(result, indent=2))
+        messages.append(f"instance written to {args.out}; re-check it with: bma-verify check --instance {args.out}")
+
+    def strict(value):  # JSON has no infinities or NaN (a closest call never scored is -inf): write null
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: strict(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [strict(v) for v in value]
+        return value
+
+    if args.json:
+        if not args.quiet:
+            print("\n".join(messages), file=sys.stderr)
+        print(json.dumps(strict(result), indent=2, allow_nan=False))
+    else:
+        print("\n".join(messages))
+        if not args.quiet:
+            print("(the full result, as JSON: add --json)")
     return 1 if result.get("instance") is not None else 0
 
 

@@ -16,11 +16,19 @@ margin, relation, ...) are informative and ignored by :func:`check_instance`.
 
 The ``alpha`` argument of :func:`run_search` (a candidate name or a number) says which α the Lemma 3 search
 tries to break; a deliberately wrong number (say 0.05) plants a violation that the search must find and shrink.
+
+Files: the search keeps no example database (a run is reproducible from its seed and budget alone), and the
+working files Hypothesis writes anyway (a cache of constants read from the source) go under
+``<cache dir>/hypothesis`` (:func:`default_cache_dir`), never into a ``.hypothesis/`` folder of the working
+directory.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
@@ -105,6 +113,32 @@ def _lemma3_worst_pair(kernel, parents, init, alpha) -> dict | None:
             "relation": "ancestor" if pairs["ancestor"][p] else "non-ancestor"}
 
 
+CACHE_ENV = "BMA_VERIFY_CACHE_DIR"
+
+
+def default_cache_dir() -> Path:
+    """Where the search keeps Hypothesis' files: ``$BMA_VERIFY_CACHE_DIR``, else ``$XDG_CACHE_HOME/bma-verify``,
+    else ``~/.cache/bma-verify`` (Hypothesis writes under its ``hypothesis/`` subfolder)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "bma-verify"
+
+
+@contextlib.contextmanager
+def _hypothesis_home(cache_dir):
+    """Point Hypothesis' storage directory (default ``./.hypothesis``) at ``cache_dir/hypothesis`` for the
+    duration, then restore whatever it was (a test session's own setting, say)."""
+    from hypothesis import configuration
+
+    before = vars(configuration).get("__hypothesis_home_directory")  # module global: not name-mangled
+    configuration.set_hypothesis_home_dir(Path(cache_dir).expanduser() / "hypothesis")
+    try:
+        yield
+    finally:
+        configuration.set_hypothesis_home_dir(before)
+
+
 INIT_MODES = ("any", "stationary", "full-support")
 #: Smallest mass of every state of μ₀ in the "full-support" mode.
 FULL_SUPPORT_MASS = 0.02
@@ -124,7 +158,7 @@ def _instances(max_d: int, max_H: int, min_eps: float, init: str):
 
 
 def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=None, init: str = "any",
-               form: str = "exact") -> dict:
+               form: str = "exact", cache_dir=None) -> dict:
     """Search for a counterexample to ``target`` ("lemma3" or "thm3") with at most ``budget`` examples.
 
     Parameters
@@ -139,6 +173,8 @@ def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=No
     init : which μ₀ to search over: "any" (stationary or any law, point masses included), "stationary", or
         "full-support" (every state has mass ≥ FULL_SUPPORT_MASS).
     form : Theorem 3 only: "exact" (π̄ in the denominator) or "approximate" (the J form).
+    cache_dir : folder for Hypothesis' working files (under ``cache_dir/hypothesis``); default
+        :func:`default_cache_dir`. No example database is kept, so results do not depend on earlier runs.
 
     Returns
     -------
@@ -222,7 +258,8 @@ def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=No
     test = hypothesis_seed(seed)(test)
     found = False
     try:
-        test()
+        with _hypothesis_home(default_cache_dir() if cache_dir is None else cache_dir):
+            test()
     except _Violation:
         found = True  # the last failing call was the shrunk example, so state["failure"] is minimal
     counterexample = state["failure"] if found else None

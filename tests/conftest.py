@@ -1,17 +1,16 @@
-"""Hypothesis settings profiles, chosen with HYPOTHESIS_PROFILE (dev by default; `make test` uses ci), and one
-torch thread per test (small models run fastest so, and `make test` runs one worker per core)."""
+"""One torch thread per test (small models run fastest so, and `make test` runs one worker per core).
+
+The Hypothesis settings profiles dev, ci and thorough come from the package's pytest plugin
+(numerics/pytest_plugin.py, loaded through its `pytest11` entry point), which also loads HYPOTHESIS_PROFILE;
+this suite defaults to `dev` when HYPOTHESIS_PROFILE is unset (`make test` uses `ci`)."""
 import os
 
 import pytest
 import torch
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 
-settings.register_profile("dev", max_examples=30, deadline=None)
-settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("thorough", max_examples=1000, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+if not os.environ.get("HYPOTHESIS_PROFILE"):
+    settings.load_profile("dev")  # registered by the plugin, imported before any conftest
 
 
 @pytest.fixture(autouse=True)
