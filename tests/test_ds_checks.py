@@ -1,4 +1,5 @@
-"""The prop2-ds-quadratic report checks: verdicts on the real instance, and planted bugs they must catch."""
+"""The prop2-ds-quadratic report checks: verdicts on the real instance, their negative controls, and planted
+bugs they must catch."""
 import json
 
 import numpy as np
@@ -6,13 +7,16 @@ import pytest
 
 import numerics.ds_fit
 from model.ds import DSModel
-from numerics.bma import causal_log_softmax
-from numerics.ds import ds_score_terms
+from numerics.ds import ds_log_parent_posterior
+from numerics.ds_fit import bilinear_only_log_posterior
 from reports.checks import ds
-from reports.core import CheckContext, jsonable
+from reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, jsonable, settle
 
-SMALL = {"fit_L": (1, 3, 30), "key_norm_L": (1,), "n_fit": 500, "n_eval": 500, "steps": 200, "batch": 128,
+# L' = 20 closes the curve: the fit at L' = 30 takes 3x the iterations (the gap there is at 1e-7 nats).
+SMALL = {"fit_L": (1, 3, 20), "key_norm_L": (1,), "n_fit": 400, "n_eval": 400, "steps": 200, "batch": 128,
          "copier": "exact", "model_eval": 500}
+# A few training steps: far from converged, enough to run every line of the trained check (a few seconds).
+TINY = {**SMALL, "fit_L": (1, 3, 12), "n_fit": 200, "n_eval": 200, "steps": 20, "batch": 32, "model_eval": 200}
 
 
 @pytest.fixture
@@ -21,45 +25,167 @@ def ctx(tmp_path, monkeypatch):
     return CheckContext(tier="quick", seed=0, figures_dir=tmp_path)
 
 
-def bilinear_only_posterior(A, rho, context):
-    """A planted bug: the 'exact' posterior without the key-only quadratic term (Proposition 2 denied)."""
-    bilinear, _ = ds_score_terms(A, rho, context)
-    return causal_log_softmax(bilinear)
+# ------------------------------------------------------------------------------------------ exact check
 
-
-def test_bilinear_fit_check_passes_and_packages_its_results(ctx):
+def test_bilinear_fit_check_passes_and_rejects_its_control(ctx):
+    # Compared against: the claimed gap (> 0.02 nats at L' = 1) on the exact posterior, and no gap (below the
+    # fit's resolution) on the bilinear-only posterior of the control.
     out = ds.prop2_bilinear_fit(ctx)
-    assert out.verdict == "pass", out.summary
+    assert settle(out) == ("pass", ""), out.summary
     json.dumps(jsonable(out.measured))
+    json.dumps(out.control.as_dict())
     assert (ctx.figures_dir / out.figures[0]).stat().st_size < 300_000
     assert out.measured["bilinear_gap_fit"][0] > 0.02  # L' = 1: the small-L' gap
+    assert min(out.measured["bilinear_gap_fit_z_small_L"]) > 10
     assert out.measured["key_norm_gap_eval"][0] < 1e-6
     assert out.instance is None
+    assert out.control.rejected
+    assert out.control.measured["gap_at_small_L"] == [False, False]
+    assert max(out.control.measured["gap_fit_small_L"]) < ds.FIT_RESOLUTION
+
+
+def test_bilinear_fit_control_accepted_reads_not_discriminating(ctx, monkeypatch):
+    # Planted: the control's 'bilinear' posterior is the exact one, so the rule finds the gap there too. A pass
+    # whose control is accepted must not stand (compared against settle's 'not discriminating').
+    monkeypatch.setattr(ds, "bilinear_only_log_posterior", ds_log_parent_posterior)
+    out = ds.prop2_bilinear_fit(ctx)
+    assert out.verdict == "pass" and not out.control.rejected
+    verdict, reason = settle(out)
+    assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
 
 
 def test_bilinear_fit_check_catches_a_posterior_without_the_quadratic_term(ctx, monkeypatch):
     # If the exact posterior were bilinear, the best bilinear W would reach zero gap: the check must fail.
-    monkeypatch.setattr(numerics.ds_fit, "ds_log_parent_posterior", bilinear_only_posterior)
+    monkeypatch.setattr(numerics.ds_fit, "ds_log_parent_posterior", bilinear_only_log_posterior)
     out = ds.prop2_bilinear_fit(ctx)
     assert out.verdict == "fail", out.summary
     assert out.instance is not None and out.instance["positive_at_small_L"] == [False, False]
 
 
+def _curve(gap_fit, gap_fit_se, gap_eval, gap_eval_se, L=SMALL["fit_L"]):
+    return {"L": list(L), "gap_fit": gap_fit, "gap_fit_se": gap_fit_se, "gap_eval": gap_eval,
+            "gap_eval_se": gap_eval_se, "converged": [True] * len(L)}
+
+
+def test_fit_rule_needs_a_gap_above_the_resolution_not_only_many_standard_errors():
+    # Compared against: the residuals L-BFGS leaves on a target inside the family (~1e-12 nats with z ~ 40):
+    # many SE but no gap. The same z on a 0.04-nat gap is one.
+    residual = ds._decide_fit(_curve([1e-12, 2e-13, 6e-9], [2e-14, 5e-15, 2e-9], [1e-12, 3e-13, 3e-7],
+                                     [2e-14, 5e-15, 2e-7]))
+    assert not residual["gap_found"] and not residual["shrinks"] and residual["verdict"] == "fail"
+    real = ds._decide_fit(_curve([0.044, 0.072, 2e-7], [1e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
+                                 [1e-3, 2e-3, 4e-4]))
+    assert real["gap_found"] and real["shrinks"] and real["verdict"] == "pass"
+    # A gap judged against its uncertainty: 0.004 ± 0.002 is not found.
+    noisy = ds._decide_fit(_curve([0.004, 0.072, 2e-7], [2e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
+                                  [1e-3, 2e-3, 4e-4]))
+    assert noisy["gap_at_small_L"] == [False, True] and noisy["verdict"] == "fail"
+    # An unconverged fit at small L' gives no lower estimate: inconclusive.
+    stuck = _curve([0.044, 0.072, 2e-7], [1e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4], [1e-3, 2e-3, 4e-4])
+    stuck["converged"][0] = False
+    assert ds._decide_fit(stuck)["verdict"] == "inconclusive"
+
+
 def test_checks_are_deterministic_for_a_seed(tmp_path, monkeypatch):
-    monkeypatch.setitem(ds.SIZES, "quick", SMALL)
+    monkeypatch.setitem(ds.SIZES, "quick", {**SMALL, "fit_L": (1, 3), "n_fit": 200, "n_eval": 200})
     a = ds.prop2_bilinear_fit(CheckContext(tier="quick", seed=4, figures_dir=tmp_path / "a"))
     b = ds.prop2_bilinear_fit(CheckContext(tier="quick", seed=4, figures_dir=tmp_path / "b"))
     assert jsonable(a.measured) == jsonable(b.measured)
+    assert a.control.as_dict() == b.control.as_dict()
+
+
+# ------------------------------------------------------------------------------------------ model check
+
+def test_trained_models_control_is_rejected_on_a_short_run(tmp_path, monkeypatch):
+    # Real models, 20 steps: the control's gap slot (key-norm selector at the exact W*, c*) is BMA, compared
+    # against the exact posterior (gap at float32 rounding); the FFN at its initial weights is far from BMA.
+    monkeypatch.setitem(ds.SIZES, "quick", TINY)
+    out = ds.prop2_trained_models(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    json.dumps(jsonable(out.measured))
+    json.dumps(out.control.as_dict())
+    assert out.control.rejected
+    assert out.control.measured["exact_key_norm_max_gap"] < 1e-6
+    assert out.control.measured["bilinear_closing_gap_upper"] > ds.GAP_TOL
+    assert not out.measured["ffn_init_closes_gap"] and out.measured["ffn_init_gap_upper"] > 10 * ds.GAP_TOL
+    assert out.converged is not None and out.assumptions
+    assert any("by construction" in a for a in out.assumptions) and "by construction" in out.summary
+
+
+def _eval(gaps, se=1e-3):
+    n = len(gaps)
+    return {"L": list(SMALL["fit_L"]), "gap": list(gaps), "gap_se": [se] * n, "parent_loss": [0.5] * n,
+            "mse": [4.0] * n, "mse_excess": [0.0] * n, "parent_accuracy": [0.8] * n,
+            "bma_parent_loss": [0.4] * n, "bma_mse": [4.0] * n}
+
+
+@pytest.fixture
+def planted_models(ctx, monkeypatch):
+    """The trained check on planted evaluations (no training, no fit): the best bilinear W's gaps of the
+    quick tier at L' = 1, 3, 20, the bilinear model at that optimum, a key-norm model within 0.002 nats of
+    BMA, an FFN that does not close the gap."""
+    A = ds._instance_A(ctx)
+    fit = _curve([0.044, 0.074, 6e-4], [1e-3, 2e-3, 1e-4], [0.044, 0.075, 4.7e-3], [1e-3, 2e-3, 1.5e-3])
+    monkeypatch.setattr(ds, "_fit_curves", lambda c: {"A": A, "bilinear": fit})
+    evals = {"bilinear": _eval(fit["gap_eval"]), "key-norm": _eval([0.002] * 3), "ffn": _eval([0.05, 0.09, 0.13])}
+    history = {"loss": [1.0] * 10, "converged": True}
+    result = {"A": A.tolist(), "models": {},
+              "metrics": {name: {"history": dict(history), "eval": e} for name, e in evals.items()}}
+    controls = {"exact-key-norm": _eval([1e-12] * 3), "ffn-init": _eval([1.5, 2.0, 2.5])}
+    monkeypatch.setattr(ds, "_trained", lambda c: result)
+    monkeypatch.setattr(ds, "_control_models", lambda c: controls)
+    monkeypatch.setattr(ds, "_attention_figure", lambda *a, **k: "attention.png")
+    return result, controls
+
+
+def test_trained_models_rule_on_planted_evaluations(ctx, planted_models):
+    # Compared against the stated rule: bilinear gap >= 0.075 - 3 SE > 0.02 at L' = 3, closed at L' = 20,
+    # key-norm within 0.02 everywhere: pass, with the control (BMA, bilinear) rejected.
+    out = ds.prop2_trained_models(ctx)
+    assert settle(out) == ("pass", ""), out.summary
+    assert out.converged is True and out.control.rejected
+    assert not out.measured["ffn_closes_gap"]  # measured, not deciding
+
+
+def test_trained_models_control_accepted_reads_not_discriminating(ctx, planted_models, monkeypatch):
+    # Planted: the gap slot of the control holds a model with the bilinear gap instead of BMA, so the rule
+    # accepts it; compared against settle's 'not discriminating'.
+    result, controls = planted_models
+    controls["exact-key-norm"] = result["metrics"]["bilinear"]["eval"]
+    out = ds.prop2_trained_models(ctx)
+    assert out.verdict == "pass" and not out.control.rejected
+    verdict, reason = settle(out)
+    assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
+
+
+def test_trained_models_unconverged_run_is_not_a_pass_or_a_fail(ctx, planted_models):
+    # The bilinear model 0.05 nats above its family's optimum at L' = 3 has not converged (criterion: within
+    # 0.01 + 3 + 3 SE): a pass reads 'not converged', a miss reads inconclusive instead of fail.
+    result, _ = planted_models
+    bil = result["metrics"]["bilinear"]["eval"]
+    bil["gap"][1] += 0.05
+    out = ds.prop2_trained_models(ctx)
+    assert out.converged is False
+    assert settle(out) == ("inconclusive", NOT_CONVERGED)
+    result["metrics"]["key-norm"]["eval"]["gap"] = [0.05] * 3  # and the key-norm model misses
+    out = ds.prop2_trained_models(ctx)
+    assert out.verdict == "inconclusive" and "not converged" in out.reason
+
+
+def test_trained_models_fail_when_the_key_norm_model_does_not_close_on_a_converged_run(ctx, planted_models):
+    result, _ = planted_models
+    result["metrics"]["key-norm"]["eval"]["gap"] = [0.03, 0.05, 0.001]  # misses at L' = 1 and 3
+    out = ds.prop2_trained_models(ctx)
+    assert out.converged is True and out.verdict == "fail" and out.instance is not None
 
 
 @pytest.mark.slow
 def test_trained_models_check_passes(ctx):
     out = ds.prop2_trained_models(ctx)
-    assert out.verdict == "pass", out.summary
+    assert settle(out) == ("pass", ""), out.summary
     json.dumps(jsonable(out.measured))
     assert len(out.figures) == 2 and all((ctx.figures_dir / f).exists() for f in out.figures)
-    assert out.measured["key_norm_max_gap"] <= ds.GAP_TOL
-    assert out.measured["training_converged"]
+    assert out.measured["key_norm_gap_upper"] <= ds.GAP_TOL
+    assert out.measured["training_converged"] and out.control.rejected
 
 
 @pytest.mark.slow

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from numerics.ds import ds_log_parent_posterior, ds_parent_posterior, posterior_kl, random_orthogonal, sample_ds_task
-from numerics.ds_fit import (exact_score_parameters, fit_score, mean_and_se, score_attention, score_gap_curve,
-                             score_log_attention)
+from numerics.ds_fit import (bilinear_only_log_posterior, exact_score_parameters, fit_score, mean_and_se,
+                             score_attention, score_gap_curve, score_log_attention)
 
 RHO = 0.5
 
@@ -59,6 +59,36 @@ def test_fit_recovers_a_planted_bilinear_score():
     fit = fit_score(context, target)
     assert fit.gap < 1e-9
     np.testing.assert_allclose(fit.W, W_true, atol=1e-4)
+
+
+def test_bilinear_only_posterior_is_the_bilinear_score_of_the_exact_W(small_L_instance):
+    # Reference: the exact key-norm score with c = 0 (score_log_attention), an independent code path from
+    # ds_score_terms; the full posterior differs from it (the quadratic term is not constant in h').
+    A, context, log_post = small_L_instance
+    W, _ = exact_score_parameters(A, RHO)
+    control = bilinear_only_log_posterior(A, RHO, context)
+    np.testing.assert_allclose(np.exp(control), score_attention(W, context), atol=1e-12)
+    assert posterior_kl(log_post, control).mean() > 0.02
+
+
+def test_best_bilinear_fit_from_zero_reaches_a_bilinear_posterior(small_L_instance):
+    # The control of the exact check: fitted from zero to a posterior inside its family, the convex fit
+    # reaches zero gap (to its resolution) and recovers W = ρ/(1−ρ²) A.
+    A, context, _ = small_L_instance
+    W, _ = exact_score_parameters(A, RHO)
+    fit = fit_score(context, np.exp(bilinear_only_log_posterior(A, RHO, context)))
+    assert fit.converged and fit.gap < 1e-9
+    np.testing.assert_allclose(fit.W, W, atol=1e-3 * np.abs(W).max())
+
+
+def test_gap_curve_of_a_bilinear_target_is_zero_where_the_exact_one_is_not():
+    rng = np.random.default_rng(5)
+    A = random_orthogonal(3, rng=rng)
+    exact = score_gap_curve(A, RHO, 6, [2], n_fit=300, n_eval=300, rng=np.random.default_rng(6))
+    control = score_gap_curve(A, RHO, 6, [2], n_fit=300, n_eval=300, rng=np.random.default_rng(6),
+                              target=bilinear_only_log_posterior)
+    assert exact["gap_fit"][0] > 0.02 and exact["gap_fit"][0] > 10 * exact["gap_fit_se"][0]
+    assert control["gap_fit"][0] < 1e-9 and control["gap_eval"][0] < 1e-6
 
 
 def test_bilinear_gap_is_positive_at_small_L_and_shrinks_by_L_30():

@@ -3,19 +3,55 @@ posterior (exact), and trained bilinear, key-norm and FFN models against BMA (mo
 
 The instance: d = 5, H = 10, ρ = 0.5, A drawn from the report seed (the same A for both checks). Both tiers
 use the exact (β → ∞) copier; the quick tier (8 values of L', 250 training steps) of both checks together
-takes about 30–40 s on 2 cores, the full tier (L' = 1..30, 3000 steps) about 6–11 minutes.
+takes about 40–80 s on 2 cores, the full tier (L' = 1..30, 3000 steps) about 6–11 minutes.
+
+Negative controls (SPEC §4.1): the exact check fits the bilinear family to a posterior that is bilinear by
+construction and must find no gap there; the model check applies its rule to BMA in the "shows a gap" slot and
+to the trained bilinear model in the "closes the gap" slot, and must reject both.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from numerics.ds import ds_parent_posterior, random_orthogonal, sample_ds_task
-from numerics.ds_fit import exact_score_parameters, score_gap_curve
-from reports.core import CheckContext, CheckOutcome, Table
+from numerics.ds_fit import bilinear_only_log_posterior, exact_score_parameters, score_gap_curve
+from reports.core import CheckContext, CheckOutcome, Control, Table
 
 D, H, RHO = 5, 10, 0.5
 SMALL_L = 5  # "small L'": L' <= 5
+CLOSED_BY_L = 20  # "closing near L' ≈ 20": the bilinear model's gap has closed at every L' >= 20 tested
+TRAIN_L = 30  # copier heads = the largest L' the models see (training L' ~ U{1..30})
 GAP_TOL = 0.02  # nats: "within training error" of BMA (issue 6 target for the key-norm model)
+# The smallest gap the convex fit tells from zero. Fitted from zero to a target inside its family (the
+# control's bilinear posterior, or the key-norm fit), L-BFGS stops at in-sample gaps up to 9e-12 (L' <= 5) and
+# 6e-9 nats (L' = 30), where z = gap / SE still reads 30-45: the SE alone would call that residual a gap.
+# 1e-6 is 150x the largest residual and 4e4x below the claimed gap (0.044 nats at L' = 1).
+FIT_RESOLUTION = 1e-6
+KEY_NORM_TOL = 1e-4  # nats: the key-norm fit (family containing the posterior) reaches 3e-12 held out at L' <= 3
+# Regression tolerances of the exact check. Its values did not move at all over OMP_NUM_THREADS=1|2 x
+# ATEN_CPU_CAPABILITY=default|avx2 (seed 0, quick tier). What another platform's rounding can move is where
+# L-BFGS stops: perturbing the fits' start by 1e-9 (a rounding-sized change of the path) moved the held-out
+# values below by at most 1.7e-8 (gap, L_pa; at L' = 30, where the in-sample optimum is flat) and their SE by
+# 1.2e-8; 1000x margin. Every other float moved by <= 5e-13 and keeps the default abs 1e-9.
+FIT_TOLERANCES = {"bilinear_gap_eval": {"abs": 2e-5}, "bilinear_gap_eval_se": {"abs": 1.2e-5},
+                  "bilinear_parent_loss": {"abs": 2e-5}}
+# Spread of the trained check's values over OMP_NUM_THREADS=1|2 x ATEN_CPU_CAPABILITY=default|avx2 (seed 0,
+# quick tier): the thread count moves nothing, the instruction set moves the float32 training this much. The
+# tolerance is 1000x it. (A second seed moves the gaps by 2e-3 to 1.5e-2 nats: not a regression, the reference
+# is rerun at its own seed.) Values not listed moved by 0 (BMA's values, accuracies, integers, flags) and keep
+# the default abs 1e-9.
+_TRAINED_SPREAD = {
+    "bilinear_minus_best_bilinear_gap": 1.1e-9, "bilinear_small_L_gap_lower": 1.2e-9,
+    "bilinear_late_L_gap_upper": 7.7e-10, "key_norm_gap_upper": 1.3e-9, "ffn_gap_upper": 4.1e-9,
+    "ffn_init_gap_upper": 9.9e-9,
+    "bilinear_gap": 1.1e-9, "bilinear_gap_se": 1.5e-10, "bilinear_max_gap": 7.8e-10, "bilinear_parent_loss": 5.5e-9,
+    "bilinear_mse": 4.9e-9, "bilinear_mse_excess": 4.9e-9, "bilinear_final_train_loss": 1.9e-8,
+    "key_norm_gap": 1.3e-9, "key_norm_gap_se": 3e-11, "key_norm_max_gap": 1.3e-9, "key_norm_parent_loss": 3.2e-9,
+    "key_norm_mse": 4.8e-9, "key_norm_mse_excess": 4.8e-9, "key_norm_final_train_loss": 9.6e-9,
+    "ffn_gap": 1.4e-6, "ffn_gap_se": 7.6e-8, "ffn_max_gap": 3.4e-8, "ffn_parent_loss": 1.2e-6, "ffn_mse": 1.7e-6,
+    "ffn_mse_excess": 1.7e-6, "ffn_final_train_loss": 4e-7,
+}
+TRAINED_TOLERANCES = {name: {"abs": 1000 * spread} for name, spread in _TRAINED_SPREAD.items()}
 SIZES = {
     "quick": {"fit_L": (1, 2, 3, 5, 8, 12, 20, 30), "key_norm_L": (1, 3), "n_fit": 800, "n_eval": 800,
               "steps": 250, "batch": 192, "copier": "exact", "model_eval": 800},
@@ -66,16 +102,19 @@ def _save(fig, ctx: CheckContext, filename: str) -> str:
 
 
 def _fit_curves(ctx: CheckContext) -> dict:
-    """Best bilinear and best key-norm score at each L' (convex fits), computed once per report."""
+    """Best bilinear and best key-norm score at each L' (convex fits), and the control's bilinear fit to a
+    posterior that is bilinear; computed once per report."""
     key = ("ds", "fit", ctx.tier, ctx.seed)
     if key not in ctx.cache:
         s = _sizes(ctx)
         A = _instance_A(ctx)
-        bilinear = score_gap_curve(A, RHO, H, s["fit_L"], n_fit=s["n_fit"], n_eval=s["n_eval"],
-                                   rng=ctx.rng("prop2-bilinear-fit"), quiet=ctx.quiet)
-        key_norm = score_gap_curve(A, RHO, H, s["key_norm_L"], n_fit=s["n_fit"], n_eval=s["n_eval"],
-                                   rng=ctx.rng("prop2-key-norm-fit"), key_norm=True, quiet=ctx.quiet)
-        ctx.cache[key] = {"A": A, "bilinear": bilinear, "key_norm": key_norm}
+        sizes = {"n_fit": s["n_fit"], "n_eval": s["n_eval"], "quiet": ctx.quiet}
+        bilinear = score_gap_curve(A, RHO, H, s["fit_L"], rng=ctx.rng("prop2-bilinear-fit"), **sizes)
+        key_norm = score_gap_curve(A, RHO, H, s["key_norm_L"], rng=ctx.rng("prop2-key-norm-fit"), key_norm=True,
+                                   **sizes)
+        control = score_gap_curve(A, RHO, H, s["fit_L"], rng=ctx.rng("prop2-bilinear-fit-control"),
+                                  target=bilinear_only_log_posterior, **sizes)
+        ctx.cache[key] = {"A": A, "bilinear": bilinear, "key_norm": key_norm, "control": control}
     return ctx.cache[key]
 
 
@@ -88,43 +127,89 @@ def _closing_L(L_values, gaps, ses, tol: float):
     return None
 
 
+def _decide_fit(curve: dict) -> dict:
+    """The exact check's rule on one best-bilinear curve (``score_gap_curve``), applied to the real posterior
+    and to the control alike.
+
+    gap found: at every L' <= 5 the in-sample gap (the best W on those contexts: a lower estimate of the
+    family's optimum) exceeds both 3 standard errors over contexts and the fit's resolution; shrinks: the
+    held-out gap at the largest L' is below the largest small-L' held-out gap by more than 3 + 3 SE (and the
+    resolution). pass = gap found and shrinks; inconclusive when an L' <= 5 fit did not converge (its
+    in-sample gap is then no lower estimate).
+    """
+    L_values = curve["L"]
+    small = [i for i, L in enumerate(L_values) if L <= SMALL_L]
+    gap, se = np.asarray(curve["gap_fit"]), np.asarray(curve["gap_fit_se"])
+    ev, ev_se = np.asarray(curve["gap_eval"]), np.asarray(curve["gap_eval_se"])
+    gap_at = [bool(gap[i] > max(3 * se[i], FIT_RESOLUTION)) for i in small]
+    i_peak = max(small, key=lambda i: ev[i])
+    margin = (ev[i_peak] - 3 * ev_se[i_peak]) - (ev[-1] + 3 * ev_se[-1])
+    shrinks = bool(margin > FIT_RESOLUTION)
+    fits_converged = all(curve["converged"][i] for i in small)
+    found = all(gap_at)
+    verdict = "inconclusive" if not fits_converged else ("pass" if found and shrinks else "fail")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(se > 0, gap / np.where(se > 0, se, 1.0), 0.0)
+    return {"verdict": verdict, "gap_found": found, "gap_at_small_L": gap_at, "shrinks": shrinks,
+            "fits_converged": fits_converged, "i_peak": i_peak, "z": z.tolist()}
+
+
 def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
     """Exact check of ``prop2-ds-quadratic``: the best bilinear W against the exact DS posterior, gap vs L'.
 
-    Verdict: pass when (a) at every L' <= 5 the in-sample gap of the best bilinear W (a downward-biased
-    estimate of the population optimum, the fit being convex) exceeds 3 standard errors, (b) the held-out gap
-    at the largest L' is below the largest small-L' gap by more than 3 + 3 standard errors, and (c) the best
-    key-norm score reaches a held-out gap below 1e-4 nats at every L' fitted; fail otherwise.
+    Verdict (:func:`_decide_fit`): pass when the best bilinear W keeps a gap at every L' <= 5 (in-sample gap
+    > 3 SE and > the fit's resolution 1e-6 nats) and the gap shrinks by the largest L' (held-out, by 3 + 3
+    SE); fail otherwise. Inconclusive when the fitter is not trusted: a fit at L' <= 5 did not converge, or the
+    best key-norm score, whose family contains the posterior by construction, misses zero gap by 1e-4 nats.
+
+    Control: the same fit and rule applied to :func:`numerics.ds_fit.bilinear_only_log_posterior` (the exact
+    score without its key-only term, a bilinear posterior by construction); the rule must find no gap there.
     """
     s = _sizes(ctx)
     fits = _fit_curves(ctx)
-    A, bil, kn = fits["A"], fits["bilinear"], fits["key_norm"]
+    A, bil, kn, ctl = fits["A"], fits["bilinear"], fits["key_norm"], fits["control"]
     L_values = bil["L"]
     small = [i for i, L in enumerate(L_values) if L <= SMALL_L]
-    positive = [bil["gap_fit"][i] > 3 * bil["gap_fit_se"][i] for i in small]
-    i_peak = max(small, key=lambda i: bil["gap_eval"][i])
-    shrinks = (bil["gap_eval"][-1] + 3 * bil["gap_eval_se"][-1]
-               < bil["gap_eval"][i_peak] - 3 * bil["gap_eval_se"][i_peak])
-    key_norm_closes = max(kn["gap_eval"]) < 1e-4
+    rule, control_rule = _decide_fit(bil), _decide_fit(ctl)
+    i_peak = rule["i_peak"]
+    key_norm_closes = max(kn["gap_eval"]) < KEY_NORM_TOL
     closing = _closing_L(L_values, bil["gap_eval"], bil["gap_eval_se"], 0.01)
     _, c_star = exact_score_parameters(A, RHO)
-    ok = all(positive) and shrinks and key_norm_closes
+    verdict, reason = rule["verdict"], ""
+    if not rule["fits_converged"]:
+        reason = "a bilinear fit at L' <= 5 did not converge: its in-sample gap is no lower estimate"
+    elif not key_norm_closes:
+        verdict = "inconclusive"
+        reason = (f"the fitter missed the key-norm family's known optimum (gap {max(kn['gap_eval']):.1e} >= "
+                  f"{KEY_NORM_TOL:g}): its bilinear optimum is not trusted")
     measured = {
         "L": L_values, "bilinear_gap_fit": bil["gap_fit"], "bilinear_gap_fit_se": bil["gap_fit_se"],
+        "bilinear_gap_fit_z_small_L": [rule["z"][i] for i in small],
         "bilinear_gap_eval": bil["gap_eval"], "bilinear_gap_eval_se": bil["gap_eval_se"],
         "bma_parent_loss": bil["bma_parent_loss"], "bilinear_parent_loss": bil["fit_parent_loss"],
-        "bilinear_converged": bil["converged"], "key_norm_L": kn["L"], "key_norm_gap_eval": kn["gap_eval"],
+        "bilinear_converged": bil["converged"], "gap_found": rule["gap_found"], "shrinks": rule["shrinks"],
+        "key_norm_L": kn["L"], "key_norm_gap_eval": kn["gap_eval"],
         "key_norm_coef": kn["key_norm_coef"], "exact_key_norm_coef": c_star,
         "peak_L": L_values[i_peak], "peak_gap": bil["gap_eval"][i_peak],
         "closing_L_below_0.01": closing, "d": D, "H": H, "rho": RHO, "n_fit": s["n_fit"], "n_eval": s["n_eval"],
     }
+    control = Control(
+        description="the same fit and rule on a posterior that is bilinear by construction (the exact score "
+                    "without its key-only quadratic term): no gap may be found",
+        measured={"gap_fit_small_L": [ctl["gap_fit"][i] for i in small],
+                  "gap_fit_se_small_L": [ctl["gap_fit_se"][i] for i in small],
+                  "z_small_L": [control_rule["z"][i] for i in small], "max_gap_eval": max(ctl["gap_eval"]),
+                  "gap_at_small_L": control_rule["gap_at_small_L"], "shrinks": control_rule["shrinks"],
+                  "verdict": control_rule["verdict"]},
+        rejected=not control_rule["gap_found"])
     rows = [[L, f"{bil['gap_fit'][i]:.4f} ± {bil['gap_fit_se'][i]:.4f}",
              f"{bil['gap_eval'][i]:.4f} ± {bil['gap_eval_se'][i]:.4f}", f"{bil['bma_parent_loss'][i]:.4f}",
-             f"{bil['fit_parent_loss'][i]:.4f}"] for i, L in enumerate(L_values)]
+             f"{bil['fit_parent_loss'][i]:.4f}", f"{ctl['gap_fit'][i]:.1e}"] for i, L in enumerate(L_values)]
     table = Table("best bilinear W per L' (convex fit): L_pa gap to the exact posterior, nats",
                   ["L'", "gap, fit contexts (lower est.)", "gap, fresh contexts (upper est.)", "L_pa BMA",
-                   "L_pa bilinear"], rows)
-    kn_table = Table("best key-norm score (W, c) per L'", ["L'", "gap, fresh contexts", "fitted c", "exact c"],
+                   "L_pa bilinear", "control: gap to a bilinear posterior"], rows)
+    kn_table = Table("best key-norm score (W, c) per L' (its family contains the posterior: a check of the fitter)",
+                     ["L'", "gap, fresh contexts", "fitted c", "exact c"],
                      [[L, f"{g:.2e}", f"{c:.5f}", f"{c_star:.5f}"]
                       for L, g, c in zip(kn["L"], kn["gap_eval"], kn["key_norm_coef"])])
     fig, ax = _figure(figsize=(6, 3.6))
@@ -132,6 +217,8 @@ def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
                 label="best bilinear W (fresh contexts, ±2 SE)")
     ax.plot(L_values, bil["gap_fit"], ls="--", lw=1, label="best bilinear W (fit contexts)")
     ax.plot(kn["L"], kn["gap_eval"], marker="s", ms=3, ls=":", label="best key-norm score")
+    ax.plot(L_values, ctl["gap_fit"], marker="x", ms=4, ls="-.", lw=1,
+            label="control: best bilinear W, bilinear posterior")
     ax.set_xlabel("L' (in-context examples)")
     ax.set_ylabel("L_pa gap to BMA (nats)")
     ax.set_title(f"DS, d={D}, H={H}, ρ={RHO}: Proposition 2 gap")
@@ -139,41 +226,109 @@ def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
     fig.tight_layout()
     figures = [_save(fig, ctx, "prop2_bilinear_fit_gap.png")]
     peak = bil["gap_eval"][i_peak]
-    summary = (f"best bilinear W: gap {bil['gap_fit'][small[0]]:.4f} nats at L'={L_values[small[0]]}, peak "
-               f"{peak:.4f} at L'={L_values[i_peak]}, {bil['gap_eval'][-1]:.4f} at L'={L_values[-1]}"
-               f"{'' if closing is None else f', below 0.01 from L={closing} on'}; the key-norm score reaches "
-               f"{max(kn['gap_eval']):.1e} (fitted c = {kn['key_norm_coef'][0]:.4f}, exact {c_star:.4f}).")
+    z_min = min(rule["z"][i] for i in small)
+    summary = (f"best bilinear W: gap {bil['gap_fit'][small[0]]:.4f} nats at L'={L_values[small[0]]} (z >= "
+               f"{z_min:.0f} over L' <= {SMALL_L}), peak {peak:.4f} at L'={L_values[i_peak]}, "
+               f"{bil['gap_eval'][-1]:.4f} at L'={L_values[-1]}"
+               f"{'' if closing is None else f', below 0.01 from L={closing} on'}; fitted to a bilinear "
+               f"posterior (control) it reaches {max(ctl['gap_fit'][i] for i in small):.0e}, "
+               f"{'no gap' if control.rejected else 'a GAP'} by the same rule; the key-norm score, whose family "
+               f"contains the posterior, reaches {max(kn['gap_eval']):.1e} (fitted c = "
+               f"{kn['key_norm_coef'][0]:.4f}, exact {c_star:.4f}).")
     instance = None
-    if not ok:
+    if verdict == "fail":
         instance = {"claim": "prop2-ds-quadratic", "A": A.tolist(), "rho": RHO, "d": D, "H": H,
-                    "L": L_values, "positive_at_small_L": positive, "shrinks": bool(shrinks),
+                    "L": L_values, "positive_at_small_L": rule["gap_at_small_L"], "shrinks": rule["shrinks"],
                     "key_norm_closes": bool(key_norm_closes)}
     return CheckOutcome(
-        verdict="pass" if ok else "fail", measured=measured,
-        threshold={"positive": "gap_fit > 3 SE at every L' <= 5", "shrinks": "gap(L'max) + 3 SE < peak − 3 SE",
-                   "key_norm": "held-out gap < 1e-4"},
+        verdict=verdict, measured=measured, reason=reason,
+        threshold={"gap": f"gap_fit > max(3 SE, {FIT_RESOLUTION:g}) at every L' <= {SMALL_L}",
+                   "shrinks": "gap(L'max) + 3 SE < peak − 3 SE (by > the resolution)",
+                   "fitter": f"key-norm held-out gap < {KEY_NORM_TOL:g}; fits at L' <= {SMALL_L} converged"},
         summary=summary, derivation=DERIVATION, tables=[table, kn_table], figures=figures, instance=instance,
-        tolerances={"bilinear_gap_fit": {"abs": 1e-6, "rel": 1e-3}, "bilinear_gap_fit_se": {"abs": 1e-6, "rel": 1e-2},
-                    "bilinear_gap_eval": {"abs": 1e-6, "rel": 1e-3}, "bilinear_gap_eval_se": {"abs": 1e-6, "rel": 1e-2},
-                    "bma_parent_loss": {"abs": 1e-8}, "bilinear_parent_loss": {"abs": 1e-6, "rel": 1e-3},
-                    "key_norm_gap_eval": {"abs": 1e-5}, "key_norm_coef": {"abs": 1e-3},
-                    "peak_gap": {"abs": 1e-6, "rel": 1e-3}, "exact_key_norm_coef": {"abs": 1e-12}},
+        control=control, tolerances=FIT_TOLERANCES,
     )
+
+
+def _train_config(ctx: CheckContext, **overrides):
+    """The training configuration of the report's DS models (the seed derived from the report seed)."""
+    from model.ds import TrainConfig
+
+    s = _sizes(ctx)
+    options = {"steps": s["steps"], "batch_size": s["batch"], "seed": ctx.seed_for("prop2-ds-train") % (2 ** 31)}
+    return TrainConfig(**{**options, **overrides})
 
 
 def _trained(ctx: CheckContext) -> dict:
     """The three DS models trained and evaluated once per report (shared through ``ctx.cache``)."""
-    from model.ds import DSExperiment, TrainConfig, run_ds_experiment
+    from model.ds import DSExperiment, run_ds_experiment
 
     key = ("ds", "models", ctx.tier, ctx.seed)
     if key not in ctx.cache:
         s = _sizes(ctx)
-        exp = DSExperiment(d=D, H=H, L=30, rho=RHO, copier=s["copier"], L_values=s["fit_L"],
-                           n_eval=s["model_eval"],
-                           train=TrainConfig(steps=s["steps"], batch_size=s["batch"],
-                                             seed=ctx.seed_for("prop2-ds-train") % (2 ** 31)))
+        exp = DSExperiment(d=D, H=H, L=TRAIN_L, rho=RHO, copier=s["copier"], L_values=s["fit_L"],
+                           n_eval=s["model_eval"], train=_train_config(ctx))
         ctx.cache[key] = run_ds_experiment(exp, A=_instance_A(ctx), device="cpu", quiet=ctx.quiet)
     return ctx.cache[key]
+
+
+def _control_models(ctx: CheckContext) -> dict:
+    """Evaluations of the two models the trained check's rules must reject, once per report.
+
+    ``exact-key-norm``: the key-norm selector loaded with the exact (W*, c*) and read-out ρA, which is BMA by
+    construction, so it has no gap. ``ffn-init``: the FFN model at the initial weights of its training run
+    (``train_ds_models`` for one step at learning rate 0 with the training seed: the same draws, unchanged).
+    """
+    import torch
+
+    from model.ds import DSModel, DSModelConfig, evaluate_ds_model, train_ds_models
+
+    key = ("ds", "control-models", ctx.tier, ctx.seed)
+    if key not in ctx.cache:
+        s = _sizes(ctx)
+        A = _instance_A(ctx)
+        cfg = {"d": D, "H": H, "L": TRAIN_L, "copier": s["copier"]}
+        exact = DSModel(DSModelConfig(selector="key-norm", **cfg))
+        W, c = exact_score_parameters(A, RHO)
+        with torch.no_grad():
+            exact.W.copy_(torch.as_tensor(W))
+            exact.c.fill_(c)
+            exact.W_O.copy_(torch.as_tensor(RHO * A))  # row form of the BMA mean ρAᵀx
+        (ffn_init,), _ = train_ds_models([DSModelConfig(selector="ffn", **cfg)], A, RHO,
+                                         _train_config(ctx, steps=1, batch_size=2, lr=0.0, ffn_lr=0.0))
+        ctx.cache[key] = {name: evaluate_ds_model(model, A, RHO, s["fit_L"], n_eval=s["model_eval"],
+                                                  rng=ctx.rng(f"prop2-ds-control-{name}"))
+                          for name, model in (("exact-key-norm", exact), ("ffn-init", ffn_init))}
+    return ctx.cache[key]
+
+
+def _gap_bounds(ev: dict, L_range) -> tuple[float, float]:
+    """(largest lower, largest upper) 3-SE bound of a model's L_pa gap over the L' in ``L_range`` (a predicate)."""
+    idx = [i for i, L in enumerate(ev["L"]) if L_range(L)]
+    g, se = np.asarray(ev["gap"])[idx], np.asarray(ev["gap_se"])[idx]
+    return float(np.max(g - 3 * se)), float(np.max(g + 3 * se))
+
+
+def _closes(ev: dict) -> tuple[bool, float]:
+    """'Closes the gap': the upper 3-SE bound of the gap is within GAP_TOL of BMA at every L' tested."""
+    upper = _gap_bounds(ev, lambda L: True)[1]
+    return upper <= GAP_TOL, upper
+
+
+def _decide_models(gap_model: dict, closing_model: dict) -> dict:
+    """The trained check's rule on two evaluated models (``evaluate_ds_model``), applied to the real pair
+    (trained bilinear, trained key-norm) and to the control pair alike.
+
+    shows gap: the gap model's gap exceeds GAP_TOL by 3 SE at some L' <= 5 and is within GAP_TOL (+3 SE) at
+    every L' >= 20 tested; closes: :func:`_closes` on the closing model. pass = both.
+    """
+    small_lower = _gap_bounds(gap_model, lambda L: L <= SMALL_L)[0]
+    late_upper = _gap_bounds(gap_model, lambda L: L >= min(CLOSED_BY_L, gap_model["L"][-1]))[1]
+    shows_gap = small_lower > GAP_TOL and late_upper <= GAP_TOL
+    closes, closing_upper = _closes(closing_model)
+    return {"verdict": "pass" if shows_gap and closes else "fail", "shows_gap": bool(shows_gap),
+            "closes": bool(closes), "small_L_gap_lower": small_lower, "late_L_gap_upper": late_upper,
+            "closing_gap_upper": closing_upper}
 
 
 def _attention_figure(ctx: CheckContext, result: dict, A: np.ndarray, L: int) -> str:
@@ -199,41 +354,56 @@ def _attention_figure(ctx: CheckContext, result: dict, A: np.ndarray, L: int) ->
 
 
 def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
-    """Model check of ``prop2-ds-quadratic``: trained bilinear, key-norm and FFN models against BMA vs L'.
+    """Model check (reproduction) of ``prop2-ds-quadratic``: trained bilinear, key-norm and FFN models vs BMA.
 
-    Verdict: pass when the key-norm model's L_pa gap is within 0.02 nats of BMA at every L' tested, the
-    bilinear model's gap exceeds 0.02 nats by 3 standard errors at some L' <= 5 (the paper's small-L' gap),
-    and it is within 0.02 at the largest L'. Training counts as converged when the bilinear model, the
-    control, is within 0.01 nats (+ 3 SE) of the best bilinear W's gap at every L' and the key-norm training
-    loss has flattened (last 10 % of steps within 1 % of the 10 % before); a miss with unconverged training is
-    inconclusive, not fail. The FFN model's gap is measured and reported (also against the best bilinear W:
-    where it is lower, the FFN supplies what a bilinear score lacks), not judged.
+    Verdict (:func:`_decide_models` on the trained bilinear and key-norm models): pass when the bilinear model
+    shows the gap (it exceeds 0.02 nats by 3 SE at some L' <= 5 and is within 0.02 nats, +3 SE, at every
+    L' >= 20 tested) and the key-norm model closes it (within 0.02 nats, +3 SE, at every L'). The paper's
+    "a variant with a quadratic key feature or an FFN closes it" is met by either variant; the key-norm
+    family contains BMA by construction, so its closing shows that training reaches that member.
+
+    Control: the same rule with both slots planted false: the gap slot holds the key-norm selector at the exact
+    (W*, c*) (BMA itself: no gap), the closing slot the trained bilinear model (its family's best gap is
+    0.07 nats at L' = 3, the exact check); the rule must reject both. Converged (stated criterion): the
+    bilinear model is within 0.01 nats (+3 + 3 SE) of the best bilinear W's held-out gap at every L' (it
+    reached its family's optimum) and the key-norm training loss has flattened (last 10 % of steps within 1 %
+    of the 10 % before). A miss with unconverged training is inconclusive, not fail.
+
+    The FFN model is measured under the same "closes" rule, with its own control (the FFN at its initial
+    weights must not close the gap), and does not decide the verdict (issue 14 trains it to close the gap).
     """
     s = _sizes(ctx)
     result = _trained(ctx)
     fits = _fit_curves(ctx)
+    controls = _control_models(ctx)
     A = np.asarray(result["A"])
     ev = {name: m["eval"] for name, m in result["metrics"].items()}
     L_values = ev["bilinear"]["L"]
-    small = [i for i, L in enumerate(L_values) if L <= SMALL_L]
     bil, kn, ffn = ev["bilinear"], ev["key-norm"], ev["ffn"]
+    rule = _decide_models(bil, kn)
+    control_rule = _decide_models(controls["exact-key-norm"], bil)
+    control = Control(
+        description="the same rule with planted slots: gap slot = the key-norm selector at the exact (W*, c*) "
+                    "(BMA, no gap); closing slot = the trained bilinear model (cannot close: Proposition 2)",
+        measured={"exact_key_norm_small_L_gap_lower": control_rule["small_L_gap_lower"],
+                  "exact_key_norm_max_gap": float(max(controls["exact-key-norm"]["gap"])),
+                  "shows_gap": control_rule["shows_gap"],
+                  "bilinear_closing_gap_upper": control_rule["closing_gap_upper"],
+                  "closes": control_rule["closes"]},
+        rejected=not control_rule["shows_gap"] and not control_rule["closes"])
     fit = fits["bilinear"]
     fit_gap = dict(zip(fit["L"], zip(fit["gap_eval"], fit["gap_eval_se"])))
-    key_norm_within = [g <= GAP_TOL for g in kn["gap"]]
-    bilinear_gap_small = max(bil["gap"][i] - 3 * bil["gap_se"][i] for i in small)
-    bilinear_shows_gap = bilinear_gap_small > GAP_TOL
-    bilinear_closes = bil["gap"][-1] <= GAP_TOL
     control_distance = [bil["gap"][i] - fit_gap[L][0] for i, L in enumerate(L_values)]
-    control_ok = all(abs(dist) <= 0.01 + 3 * (bil["gap_se"][i] + fit_gap[L][1])
-                     for i, (L, dist) in enumerate(zip(L_values, control_distance)))
+    bilinear_at_optimum = all(abs(dist) <= 0.01 + 3 * (bil["gap_se"][i] + fit_gap[L][1])
+                              for i, (L, dist) in enumerate(zip(L_values, control_distance)))
     key_norm_flat = bool(result["metrics"]["key-norm"]["history"]["converged"])
-    converged = control_ok and key_norm_flat
-    if all(key_norm_within) and bilinear_shows_gap and bilinear_closes:
-        verdict = "pass"
-    elif not converged:
-        verdict = "inconclusive"
-    else:
-        verdict = "fail"
+    converged = bilinear_at_optimum and key_norm_flat
+    verdict, reason = rule["verdict"], ""
+    if verdict == "fail" and not converged:
+        verdict, reason = "inconclusive", "not converged: the rule missed on a run that has not converged"
+    # The FFN under the same "closes" rule; its control is the FFN at its initial weights.
+    ffn_closes, ffn_upper = _closes(ffn)
+    ffn_init_closes, ffn_init_upper = _closes(controls["ffn-init"])
     # Against the in-sample gap of the best bilinear W (a lower estimate of the family's best): an FFN gap
     # below it by 3 + 3 SE is a gap no bilinear score reaches.
     fit_lower = dict(zip(fit["L"], zip(fit["gap_fit"], fit["gap_fit_se"])))
@@ -241,10 +411,15 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
                           if ffn["gap"][i] + 3 * ffn["gap_se"][i] < fit_lower[L][0] - 3 * fit_lower[L][1]]
     ffn_closing = _closing_L(L_values, ffn["gap"], ffn["gap_se"], GAP_TOL)
     measured = {"L": L_values, "steps": s["steps"], "copier": s["copier"], "d": D, "H": H, "rho": RHO,
-                "train_L_max": 30, "bilinear_minus_best_bilinear_gap": control_distance,
-                "training_converged": bool(converged), "key_norm_loss_flat": key_norm_flat,
-                "bilinear_small_L_gap_lower": bilinear_gap_small, "ffn_closes_gap_from_L": ffn_closing,
-                "ffn_below_best_bilinear_at_L": ffn_below_bilinear}
+                "train_L_max": TRAIN_L, "bilinear_minus_best_bilinear_gap": control_distance,
+                "training_converged": bool(converged), "bilinear_at_family_optimum": bool(bilinear_at_optimum),
+                "key_norm_loss_flat": key_norm_flat, "bilinear_shows_gap": rule["shows_gap"],
+                "key_norm_closes_gap": rule["closes"], "bilinear_small_L_gap_lower": rule["small_L_gap_lower"],
+                "bilinear_late_L_gap_upper": rule["late_L_gap_upper"], "key_norm_gap_upper": rule["closing_gap_upper"],
+                "ffn_closes_gap": bool(ffn_closes), "ffn_gap_upper": ffn_upper,
+                "ffn_init_closes_gap": bool(ffn_init_closes), "ffn_init_gap_upper": ffn_init_upper,
+                "ffn_loss_flat": bool(result["metrics"]["ffn"]["history"]["converged"]),
+                "ffn_closes_gap_from_L": ffn_closing, "ffn_below_best_bilinear_at_L": ffn_below_bilinear}
     for name, e in ev.items():
         tag = name.replace("-", "_")
         measured[f"{tag}_gap"] = e["gap"]
@@ -271,31 +446,51 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
     for name in ("bilinear", "key-norm", "ffn"):
         ax.errorbar(L_values, ev[name]["gap"], yerr=2 * np.asarray(ev[name]["gap_se"]), marker="o", ms=3,
                     label=f"trained {name} model")
+    ax.plot(L_values, controls["ffn-init"]["gap"], color="grey", ls=":", marker="x", ms=3,
+            label="FFN model at its initial weights")
     ax.axhline(GAP_TOL, color="grey", lw=0.8, ls=":", label=f"{GAP_TOL} nats")
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("L' (in-context examples at test)")
     ax.set_ylabel("L_pa gap to BMA (nats)")
     ax.set_title(f"DS (d={D}, H={H}, ρ={RHO}), {s['steps']} steps, {s['copier']} copier", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     figures = [_save(fig, ctx, "prop2_trained_gap.png"), _attention_figure(ctx, result, A, L=3)]
-    summary = (f"max L_pa gap to BMA over L' in {L_values[0]}..{L_values[-1]}: key-norm "
-               f"{max(kn['gap']):.4f}, bilinear {max(bil['gap']):.4f} (small-L' lower bound "
-               f"{bilinear_gap_small:.4f}, {bil['gap'][-1]:.4f} at L'={L_values[-1]}), FFN {max(ffn['gap']):.4f}"
-               f"{'' if ffn_closing is None else f' (within {GAP_TOL} from L={ffn_closing})'}, below the best "
-               f"bilinear W at L' in {ffn_below_bilinear or 'none'}, its squared error "
-               f"{np.mean(ffn['mse_excess']):.4f} above BMA's on average after {s['steps']} steps; training "
-               f"{'converged' if converged else 'NOT converged'} (bilinear control within "
+    summary = (f"bilinear model: gap >= {rule['small_L_gap_lower']:.4f} nats (3-SE lower bound) at L' <= {SMALL_L}, "
+               f"<= {rule['late_L_gap_upper']:.4f} at L' >= {CLOSED_BY_L}; key-norm model (its family contains BMA "
+               f"by construction) within {rule['closing_gap_upper']:.4f} of BMA at every L' (tolerance {GAP_TOL}); "
+               f"control (BMA in the gap slot, the bilinear model in the closing slot) "
+               f"{'rejected' if control.rejected else 'NOT rejected'}; FFN model (not deciding): "
+               f"{'closes' if ffn_closes else 'does not close'} the gap (max {max(ffn['gap']):.4f}, below the best "
+               f"bilinear W at L' in {ffn_below_bilinear or 'none'}; at its initial weights "
+               f"{ffn_init_upper:.2f}, {'NOT ' if ffn_init_closes else ''}rejected) after {s['steps']} steps; "
+               f"training {'converged' if converged else 'NOT converged'} (bilinear model within "
                f"{max(np.abs(control_distance)):.4f} of its family's optimum).")
+    assumptions = [
+        "the key-norm model's family contains BMA by construction (W = ρ/(1−ρ²)A, c = −ρ²/(2(1−ρ²))): its "
+        "closing the gap shows that training reaches that member, not that a quadratic key feature is learned",
+        "'a variant with a quadratic key feature or an FFN closes it' is met by either variant; the FFN model "
+        "(GELU FFN with residual before query-key attention, no LayerNorm) is measured, not judged (issue 14)",
+        f"'closes' = within {GAP_TOL} nats of BMA (+3 SE) at every L' tested; 'gap at small L'' = above "
+        f"{GAP_TOL} nats by 3 SE at some L' <= {SMALL_L}; 'closing near L' ≈ 20' = within {GAP_TOL} (+3 SE) at "
+        f"every L' >= {CLOSED_BY_L} tested",
+        f"layer 1 is the exact (β → ∞) copier, not trained; training L' ~ U{{1..{TRAIN_L}}} zero-padded, squared "
+        f"error on the query, Adam (lr 0.02, FFN 0.003) with cosine decay, {s['steps']} steps of batch "
+        f"{s['batch']}",
+    ]
     instance = None
     if verdict == "fail":
         instance = {"claim": "prop2-ds-quadratic", "A": A.tolist(), "rho": RHO, "d": D, "H": H, "L": L_values,
                     "key_norm_gap": kn["gap"], "bilinear_gap": bil["gap"], "steps": s["steps"],
                     "seed": ctx.seed}
     return CheckOutcome(
-        verdict=verdict, measured=measured,
-        threshold={"key_norm_gap_max": GAP_TOL, "bilinear_small_L_gap_min": GAP_TOL,
-                   "bilinear_gap_at_largest_L_max": GAP_TOL},
+        verdict=verdict, measured=measured, reason=reason, converged=bool(converged), control=control,
+        assumptions=assumptions,
+        threshold={"key_norm_gap_upper_max": GAP_TOL, "bilinear_small_L_gap_lower_min": GAP_TOL,
+                   f"bilinear_gap_upper_at_L_ge_{CLOSED_BY_L}_max": GAP_TOL,
+                   "converged": "bilinear within 0.01 nats (+3 + 3 SE) of the best bilinear W at every L'; "
+                                "key-norm loss flat (last 10 % of steps within 1 % of the 10 % before)"},
         summary=summary, derivation=DERIVATION[-1:], tables=[table], figures=figures, instance=instance,
-        tolerances={name: {"abs": 0.01, "rel": 0.1} for name in measured
-                    if name not in ("L", "steps", "copier", "d", "H", "rho", "train_L_max")},
+        tolerances=TRAINED_TOLERANCES,
     )
