@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reports.core import TIERS, CheckContext, verdict_counts
+from reports.core import TIERS, CheckContext, jsonable, verdict_counts
 from reports.registry import CLAIM_IDS, CLAIMS, get_claim
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "ds", "robustness")
@@ -71,7 +71,20 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--tier", choices=TIERS, default="quick")
     check.add_argument("--seed", type=int, default=0)
     check.add_argument("--json", action="store_true", help="print results as JSON")
-    check.add_argument("--kernel", metavar="FILE", help="your own kernel (.npy, .csv or .json) for lemma3-strict-dpi")
+    check.add_argument("--kernel", metavar="PATH",
+                       help="your own kernel (.npy, .csv or .json), a .npz of many or a folder of such files: runs the "
+                            "kernel claims (lemma3, lemma4, thm2, thm3, thm1 construction) on it")
+    check.add_argument("--init", metavar="stationary|FILE", default="stationary",
+                       help="with --kernel: the law μ₀ of x_0 (a .npy/.csv/.json vector), default the stationary law")
+    check.add_argument("--parents", metavar="FILE|LIST",
+                       help="with --kernel: one tree, as a file or a comma list like -1,0,0,1 (default: --trees random "
+                            "trees of --H positions)")
+    check.add_argument("--trees", type=int, default=20, help="with --kernel: random trees to sweep (default 20)")
+    check.add_argument("--H", type=int, default=6, help="with --kernel: positions per random tree (default 6)")
+    check.add_argument("--out", metavar="DIR", help="with --kernel: write kernels.csv and kernels.json (one row per "
+                                                    "kernel) here")
+    check.add_argument("--force", action="store_true", help="with --out: replace an existing table")
+    check.add_argument("--rows", action="store_true", help="with --kernel: print every swept (tree, pair) row")
     check.add_argument("--instance", metavar="FILE", help="re-check a saved counterexample instance (JSON)")
     check.add_argument("--list", action="store_true", help="list the claim ids and their checks, run nothing")
     check.add_argument("--quiet", action="store_true")
@@ -182,11 +195,12 @@ def _check(args) -> int:
         print(json.dumps(result, indent=2) if args.json else _instance_line(result))
         return 1 if result.get("verdict") == "fail" else 0
     claims = [get_claim(c) for c in args.claims] if args.claims else list(CLAIMS)
-    options = {}
     if args.kernel:
-        if [c.id for c in claims] != ["lemma3-strict-dpi"]:
-            raise ValueError("--kernel applies to lemma3-strict-dpi only: bma-verify check lemma3-strict-dpi --kernel FILE")
-        options["kernel"] = load_kernel(args.kernel)
+        return _check_kernels(args)
+    for option in ("out", "parents"):
+        if getattr(args, option):
+            raise ValueError(f"--{option} applies with --kernel only")
+    options = {}
     from reports.builder import run_claims
 
     with tempfile.TemporaryDirectory() as figures:
@@ -213,6 +227,55 @@ def _check(args) -> int:
                 print(f"{'':28s}   {finding_line(finding)}")
         print(f"\nclaims: {verdict_counts(c['verdict'] for c in records)}")
     return exit_status(records)
+
+
+def _vector(text: str, option: str) -> np.ndarray:
+    """A vector from a file (.npy, .csv, .json) or an inline comma list."""
+    path = Path(text)
+    if path.suffix.lower() in (".npy", ".csv", ".json"):
+        if not path.is_file():
+            raise ValueError(f"{option} file {path} does not exist")
+        if path.suffix.lower() == ".npy":
+            return np.load(path, allow_pickle=False)
+        if path.suffix.lower() == ".json":
+            return np.asarray(read_json(path, option))
+        text = path.read_text()
+    try:
+        return np.asarray([float(x) for x in text.replace("\n", ",").split(",") if x.strip()])
+    except ValueError:
+        raise ValueError(f"{option} must be a file or a comma-separated list of numbers, got {text[:60]!r}") from None
+
+
+def _check_kernels(args) -> int:
+    """``check --kernel``: the kernel claims on the user's kernel(s); the output is about those kernels only."""
+    from reports.kernel_report import KERNEL_CLAIMS, check_kernel_claims, format_kernel_result, load_kernels, write_table
+
+    claims = args.claims or list(KERNEL_CLAIMS)
+    others = [c for c in claims if c not in KERNEL_CLAIMS]
+    if others:
+        raise ValueError(f"--kernel applies to the claims about a kernel ({', '.join(KERNEL_CLAIMS)}); "
+                         f"{', '.join(others)} is not one")
+    kernels = load_kernels(args.kernel)
+    init = None if args.init == "stationary" else _vector(args.init, "--init")
+    parents = None if args.parents is None else _vector(args.parents, "--parents")
+    results = {name: check_kernel_claims(kernel, claims=claims, init=init, parents=parents, trees=args.trees,
+                                         H=args.H, seed=args.seed) for name, kernel in kernels.items()}
+    table = [{"kernel": name, **r["summary"]} for name, r in results.items()]
+    written = write_table(table, args.out, force=args.force) if args.out else []
+    if args.json:
+        print(json.dumps(jsonable({"kernels": results, "table": table}), indent=2, ensure_ascii=False,
+                         allow_nan=False))
+    else:
+        for name, result in results.items():
+            print(format_kernel_result(name, result, rows=args.rows or len(results) == 1))
+            print()
+        if len(results) > 1:
+            print("  ".join(f"{c:>18s}" for c in table[0]))
+            for row in table:
+                print("  ".join(f"{v:>18.4g}" if isinstance(v, float) else f"{str(v):>18s}" for v in row.values()))
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 1 if any(row[c] == "fails" for row in table for c in claims) else 0
 
 
 def exit_status(records: list[dict]) -> int:

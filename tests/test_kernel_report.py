@@ -1,0 +1,101 @@
+"""`bma-verify check --kernel`: the kernel claims on a user's own kernel (reports.kernel_report)."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import numerics as nm
+from reports import cli
+from reports.kernel_report import check_kernel_claims, load_kernels, write_table
+from reports.search import KNOWN_COUNTEREXAMPLES
+
+THM3_INSTANCE = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3")
+
+
+def test_theorem3_on_the_stored_counterexample_kernel_holds_as_stated_and_refutes_the_exact_form():
+    # Reference: the stored search instance (reports/search.py), whose exact π̄ gradients at h = 3 are
+    # (0.0436, −0.0821, 0.0385): x_0 beats the true parent x_2, while the J form keeps the parent first.
+    result = check_kernel_claims(THM3_INSTANCE["kernel"], claims=("thm3-init-gradient",),
+                                 parents=THM3_INSTANCE["parents"], init=THM3_INSTANCE["init"])
+    thm3 = result["claims"]["thm3-init-gradient"]
+    assert thm3["verdict"] == "holds"  # the paper's statement (J form)
+    finding = thm3["findings"][0]
+    assert finding["status"] == "refuted" and finding["instance"]["h"] == 3
+    row = next(r for r in thm3["rows"] if r["h"] == 3)
+    expected = nm.init_gradient(np.array(THM3_INSTANCE["kernel"]), np.array(THM3_INSTANCE["parents"]), 3,
+                                np.array(THM3_INSTANCE["init"]))
+    assert row["exact_margin"] == pytest.approx(expected[2] - expected[:2].max(), abs=1e-12)
+
+
+def test_lemma3_rows_equal_an_independent_pairwise_computation():
+    # Reference: numerics.pairwise_joint + mutual_information pair by pair
+    rng = np.random.default_rng(3)
+    kernel = nm.random_kernel(3, eps=0.05, rng=rng)
+    parents = np.array([-1, 0, 1, 1, 2])
+    result = check_kernel_claims(kernel, claims=("lemma3-strict-dpi",), parents=parents)
+    lemma3 = result["claims"]["lemma3-strict-dpi"]
+    for row in lemma3["rows"]:
+        h, k = row["h"], row["h_prime"]
+        mi_c = nm.mutual_information(nm.pairwise_joint(kernel, parents, h, k))
+        mi_p = nm.mutual_information(nm.pairwise_joint(kernel, parents, h, parents[h]))
+        assert row["ratio"] == pytest.approx(mi_c / mi_p, rel=1e-9)
+    assert lemma3["verdict"] == "holds" and lemma3["max_ratio"] < 1
+    assert result["facts"]["eps"] == kernel.min() and result["facts"]["d_eps"] == pytest.approx(3 * kernel.min())
+
+
+def test_a_zero_entry_is_said_plainly_and_leaks_no_warning():
+    kernel = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = check_kernel_claims(kernel, parents=[-1, 0, 1, 1])
+    for claim in ("lemma3-strict-dpi", "lemma4-loglik-gap", "thm2-consistency", "thm1-construction"):
+        assert result["claims"][claim]["verdict"] == "not applicable"
+        assert "zero entry" in result["claims"][claim]["why"]
+    assert result["claims"]["thm3-init-gradient"]["verdict"] in ("holds", "fails")
+
+
+@pytest.mark.parametrize("fmt", ["npy", "csv", "json"])
+def test_cli_thm3_on_a_kernel_file_is_about_that_kernel(fmt, tmp_path, capsys):
+    kernel = nm.random_kernel(3, eps=0.02, rng=np.random.default_rng(1))
+    path = tmp_path / f"K.{fmt}"
+    {"npy": lambda: np.save(path, kernel), "csv": lambda: np.savetxt(path, kernel, delimiter=","),
+     "json": lambda: path.write_text(json.dumps(kernel.tolist()))}[fmt]()
+    assert cli.main(["check", "thm3-init-gradient", "--kernel", str(path), "--init", "stationary", "--trees", "3"]) == 0
+    out = capsys.readouterr().out
+    assert f"ε = min π = {kernel.min():.4g}" in out and "thm3-init-gradient: holds" in out
+    assert "stationary law" in out and "stored" not in out  # about K only, no stored-counterexample prose
+    assert cli.main(["check", "--kernel", str(path), "--json", "--trees", "2"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data["kernels"][path.name]["claims"]) == {"lemma3-strict-dpi", "lemma4-loglik-gap",
+                                                         "thm2-consistency", "thm3-init-gradient", "thm1-construction"}
+
+
+def test_a_batch_of_100_kernels_gives_one_table(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "many.npz", **{f"k{i}": nm.random_kernel(3, eps=0.01, rng=rng) for i in range(100)})
+    out = tmp_path / "table"
+    assert cli.main(["check", "lemma3-strict-dpi", "thm3-init-gradient", "--kernel", str(tmp_path / "many.npz"),
+                     "--trees", "2", "--H", "4", "--out", str(out)]) == 0
+    rows = json.loads((out / "kernels.json").read_text())
+    assert len(rows) == 100 and rows[0]["kernel"] == "k0"
+    assert (out / "kernels.csv").read_text().count("\n") == 101
+    # an existing table is never overwritten silently
+    assert cli.main(["check", "lemma3-strict-dpi", "--kernel", str(tmp_path / "many.npz"), "--trees", "1",
+                     "--H", "3", "--out", str(out)]) == 2
+    assert "--force" in capsys.readouterr().err
+    with pytest.raises(FileExistsError):
+        write_table([{"kernel": "x"}], out)
+
+
+def test_kernel_input_errors(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="holds no"):
+        load_kernels(tmp_path / "empty")
+    np.save(tmp_path / "K.npy", np.full((2, 2), 0.5))
+    assert cli.main(["check", "exp-fig2-attention", "--kernel", str(tmp_path / "K.npy")]) == 2
+    assert "not one" in capsys.readouterr().err
+    assert cli.main(["check", "--kernel", str(tmp_path / "K.npy"), "--parents=-1,0,5"]) == 2
+    assert "parents" in capsys.readouterr().err
+    assert cli.main(["check", "--kernel", str(tmp_path / "K.npy"), "--init", "0.5,0.6"]) == 2
+    assert "init" in capsys.readouterr().err
