@@ -96,3 +96,66 @@ def instances(draw, min_d: int = 2, max_d: int = 5, min_H: int = 2, max_H: int =
     use_stationary = draw(st.booleans()) if stationary is None else stationary
     init = None if use_stationary else draw(init_distributions(kernel.shape[0]))
     return kernel, parents, init
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The k-parent DAG task (issue 15; see numerics.dag)
+
+
+@st.composite
+def dag_kernel_families(draw, min_d: int = 2, max_d: int = 3, min_k: int = 1, max_k: int = 2,
+                        min_eps: float = 0.0, max_eps: float | None = None, d: int | None = None,
+                        k: int | None = None) -> tuple:
+    """Kernel families (π_1, ..., π_k) of the DAG task: π_m of shape (d**m, d), every entry >= eps.
+
+    Options: ``d`` / ``k`` fix the number of states / the order (else drawn in [min_d, max_d] / [min_k, max_k]);
+    eps is drawn in [min_eps, max_eps] (max_eps defaults to 1/(2d)) and shared by all orders; each table is
+    (1 − d·eps)·P + eps with P's rows normalised weights (as :func:`kernels`). Shrinks towards d = 2, k = min_k,
+    uniform rows.
+    """
+    d = draw(st.integers(min_d, max_d)) if d is None else d
+    k = draw(st.integers(min_k, max_k)) if k is None else k
+    hi = 0.5 / d if max_eps is None else min(max_eps, 1.0 / d)
+    if min_eps > hi:
+        raise ValueError(f"min_eps must be <= max_eps (and <= 1/d = {1.0 / d:.4g}), got {min_eps} > {hi}")
+    eps = draw(st.floats(min_value=min_eps, max_value=hi)) if hi > min_eps else min_eps
+    tables = []
+    for m in range(1, k + 1):
+        rows = d**m
+        weights = np.array(draw(st.lists(st.lists(_WEIGHT, min_size=d, max_size=d), min_size=rows, max_size=rows)))
+        table = (1.0 - d * eps) * _normalise_rows(weights) + eps
+        tables.append(table / table.sum(axis=1, keepdims=True))
+    return tuple(tables)
+
+
+@st.composite
+def dag_parent_sets(draw, k: int, min_H: int | None = None, max_H: int = 6, H: int | None = None) -> np.ndarray:
+    """DAGs as (H, k) parent-set arrays (``numerics.check_parent_sets``); H in [max(min_H, k + 1), max_H].
+
+    Each position h >= k picks one of its C(h, k) candidates (colex order); shrinks to S_h = {0, ..., k−1}.
+    """
+    from math import comb
+
+    from numerics.dag import parent_sets_from_choices
+
+    low = k + 1 if min_H is None else max(min_H, k + 1)
+    H = draw(st.integers(low, max(low, max_H))) if H is None else H
+    choices = [draw(st.integers(0, comb(h, k) - 1)) for h in range(k, H)]
+    return parent_sets_from_choices(np.asarray(choices, dtype=np.int64), H, k)
+
+
+@st.composite
+def dag_instances(draw, min_d: int = 2, max_d: int = 3, min_k: int = 1, max_k: int = 2, min_H: int | None = None,
+                  max_H: int = 6, min_eps: float = 0.0, max_eps: float | None = None,
+                  stationary: bool | None = None):
+    """(kernels, parent_sets, init) triples of the DAG task; ``init`` None (the stationary law of π_1) or a law.
+
+    ``stationary=True`` always gives None, ``False`` always a drawn law, ``None`` either. The other options are
+    those of :func:`dag_kernel_families` and :func:`dag_parent_sets`.
+    """
+    kernels = draw(dag_kernel_families(min_d=min_d, max_d=max_d, min_k=min_k, max_k=max_k, min_eps=min_eps,
+                                       max_eps=max_eps))
+    parent_sets = draw(dag_parent_sets(len(kernels), min_H=min_H, max_H=max_H))
+    use_stationary = draw(st.booleans()) if stationary is None else stationary
+    init = None if use_stationary else draw(init_distributions(kernels[0].shape[1]))
+    return kernels, parent_sets, init
