@@ -1,5 +1,6 @@
-"""Tests of ``theory``: every derivation's identities hold, every verifier passes against ``numerics``, and every
-verifier REJECTS a deliberately perturbed expression (so none is vacuous).
+"""Tests of ``theory``: every derivation's identities hold, every verifier passes against ``numerics``, every
+verifier REJECTS a deliberately perturbed expression (so none is vacuous), and each claim's default perturbation
+(the negative control of its symbolic check, ``perturb_*``) plants exactly the falsehood it names.
 
 The independent side of each comparison is named in the verifier's docstring (``numerics``, SciPy, complex-step
 derivatives, direct enumeration); here each test says what the perturbation breaks.
@@ -12,12 +13,15 @@ import sympy as sp
 
 from theory import (derive_bma_score_identity, derive_lemma3_strict_dpi, derive_lemma4_loglik_gap,
                     derive_prop1_invariance, derive_prop2_ds_quadratic, derive_thm1_construction,
-                    derive_thm2_consistency, derive_thm3_init_gradient, verify_bma_score_identity,
+                    derive_thm2_consistency, derive_thm3_init_gradient, perturb_bma_score_identity,
+                    perturb_lemma3_strict_dpi, perturb_lemma4_loglik_gap, perturb_prop1_invariance,
+                    perturb_prop2_ds_quadratic, perturb_thm1_construction, perturb_thm2_consistency,
+                    perturb_thm3_init_gradient, verify_bma_score_identity,
                     verify_lemma3_strict_dpi, verify_lemma4_loglik_gap, verify_prop1_invariance,
                     verify_prop2_ds_quadratic, verify_thm1_construction, verify_thm2_consistency,
                     verify_thm3_init_gradient)
 from theory.bma import PI
-from theory.construction import BETA, H_SYM, L_SYM
+from theory.construction import BETA, G_SYM, H_SYM, L_SYM
 from theory.consistency import EPS, GAP
 from theory.derivation import Derivation, ErrorTracker, is_exactly_zero
 from theory.dpi import P_BSC
@@ -87,7 +91,7 @@ def test_ds_derivation_and_verifier_at_d3():
 # Planted bugs: each perturbed expression must be rejected by its verifier.
 
 def _rejected(claim, overrides, **kwargs):
-    verification = VERIFIERS[claim](rng(), n_points=6, overrides=overrides, **kwargs)
+    verification = VERIFIERS[claim](rng(), n_points=6, perturbation=lambda results: overrides, **kwargs)
     assert not verification.passed, f"{claim}: perturbed {sorted(overrides)} was accepted: {verification}"
     return verification
 
@@ -230,8 +234,8 @@ def test_bad_input_raises_value_error_naming_the_argument():
         derive_bma_score_identity(H=1)
     with pytest.raises(ValueError, match="d"):
         derive_lemma4_loglik_gap(1)
-    with pytest.raises(ValueError, match="overrides"):
-        verify_thm2_consistency(rng(), overrides={"no_such_result": sp.Integer(1)})
+    with pytest.raises(ValueError, match="must name results"):
+        verify_thm2_consistency(rng(), perturbation=lambda results: {"no_such_result": sp.Integer(1)})
     with pytest.raises(ValueError, match="n_points"):
         verify_thm2_consistency(rng(), n_points=0)
     with pytest.raises(ValueError, match="rng"):
@@ -242,3 +246,89 @@ def test_verifiers_are_deterministic_for_a_seed():
     a = verify_lemma4_loglik_gap(rng(7), n_points=4)
     b = verify_lemma4_loglik_gap(rng(7), n_points=4)
     assert a == b
+
+
+def test_definitions_are_shown_but_neither_count_nor_fail():
+    # A residual zero by construction is not evidence: it is reported under definitions and does not decide.
+    x = sp.Symbol("x")
+    derivation = Derivation("c", (), {}, residuals={"r": sp.Integer(0)}, definitions={"by_construction": x})
+    assert derivation.identities_hold
+    assert derivation.definition_status() == {"definition by_construction = 0": False}
+    assert all("by_construction" not in name for name in derivation.status())
+
+
+def test_perturbed_rederives_the_identities_that_depend_on_the_perturbed_result():
+    a = sp.Symbol("a")
+    base = Derivation("c", (), {"f": a, "g": 2 * a}, residuals={"f_minus_a": sp.Integer(0), "other": sp.Integer(0)})
+
+    def recheck(results):
+        return Derivation("c", (), {"g": 2 * results["f"]}, {"f_minus_a": sp.simplify(results["f"] - a)})
+
+    wrong = base.perturbed(lambda results: {"f": a + 1}, recheck)
+    assert wrong.results == {"f": a + 1, "g": 2 * a + 2}
+    assert wrong.residuals == {"f_minus_a": 1, "other": 0} and not wrong.identities_hold
+    same = base.perturbed(lambda results: {}, recheck)  # no perturbation: the same derivation
+    assert same.results == base.results and same.residuals == base.residuals and same.identities_hold
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The default perturbations (the symbolic checks' negative controls) plant exactly the falsehood they name.
+
+def test_lemma4_control_is_the_decomposition_without_its_kl_term():
+    true, wrong = derive_lemma4_loglik_gap(2), perturb_lemma4_loglik_gap(2)
+    assert sp.expand(true.results["decomposition"] - wrong.results["decomposition"]
+                     - true.results["expected_kl"]) == 0
+    assert not is_exactly_zero(wrong.residuals["gap_minus_decomposition"])
+
+
+def test_thm2_control_is_the_bound_with_its_exponent_times_four():
+    true, wrong = derive_thm2_consistency(), perturb_thm2_consistency()
+    assert isinstance(wrong.results["bound"], sp.exp) and isinstance(true.results["bound"], sp.exp)
+    assert sp.simplify(wrong.results["bound"].exp / true.results["bound"].exp) == 4
+    assert not is_exactly_zero(wrong.residuals["bound_minus_stated"])
+    assert is_exactly_zero(wrong.residuals["union_bound_limit"])  # kept: it does not depend on the bound
+
+
+def test_thm3_control_mean_equals_the_marginal_only_for_a_uniform_parent():
+    # (1/d) Σ_a π(c|a) is the law of x_h exactly when x_pa is uniform: there the perturbed J is still I_χ².
+    true, wrong = derive_thm3_init_gradient(), perturb_thm3_init_gradient()
+    J, J_wrong = true.results["J_parent_d2"], wrong.results["J_parent_d2"]
+    m0 = sp.Symbol("m_0", positive=True)
+    assert sp.simplify((J - J_wrong).subs(m0, sp.Rational(1, 2))) == 0
+    point = {s: sp.Rational(k + 2, 7) for k, s in enumerate(sorted(J.free_symbols, key=str))}
+    assert (J - J_wrong).subs(point) != 0
+    assert not is_exactly_zero(wrong.residuals["J_parent_minus_chi2_mi_d2"])
+
+
+def test_ds_control_is_a_score_without_key_only_term():
+    wrong = perturb_prop2_ds_quadratic(2)
+    assert wrong.results["key_quadratic"] == 0
+    assert is_exactly_zero(wrong.results["key_hessian"]) and not wrong.identities_hold
+
+
+def test_thm1_control_drops_the_g_query_keys_from_the_normaliser():
+    true, wrong = derive_thm1_construction(), perturb_thm1_construction()
+    assert sp.expand(true.results["normaliser"] - wrong.results["normaliser"]) == G_SYM
+    assert not is_exactly_zero(wrong.residuals["weights_sum_to_one"])
+    # The leading error is blind to it (the query keys are O(e^{−2β})): the weights' sum and numerics catch it.
+    assert is_exactly_zero(wrong.residuals["leading_error_minus_claim"])
+
+
+def test_lemma3_control_doubles_the_bsc_dobrushin_coefficient():
+    wrong = perturb_lemma3_strict_dpi()
+    assert sp.simplify(wrong.results["bsc_dobrushin"] - 2 * sp.Abs(1 - 2 * P_BSC)) == 0
+
+
+def test_bma_control_posterior_transposes_the_kernel_back_to_the_truth():
+    true, wrong = derive_bma_score_identity(), perturb_bma_score_identity()
+    assert wrong.results["posterior"] != true.results["posterior"]
+    assert wrong.results["posterior"].replace(PI, lambda a, b: PI(b, a)) == true.results["posterior"]
+
+
+def test_prop1_control_shift_vanishes_at_a_zero():
+    true, wrong = derive_prop1_invariance(), perturb_prop1_invariance()
+    a = [s for s in wrong.results["attention_column_shift"].free_symbols if s.name.startswith("a_")]
+    assert a and not any(s.name.startswith("b_") for s in wrong.results["attention_column_shift"].free_symbols)
+    at_zero = wrong.results["attention_column_shift"].subs({s: 0 for s in a})
+    assert sp.simplify(at_zero - true.results["attention_column_shift"].subs({s: 0 for s in a})) == sp.zeros(1, 2)
+    assert not is_exactly_zero(wrong.residuals["column_shift_difference"])

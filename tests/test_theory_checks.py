@@ -1,6 +1,11 @@
 """Tests of the symbolic report checks (``reports.checks.symbolic``): every symbolic claim check runs, passes,
 records kind ``symbolic`` with its seconds, fits the quick-tier budget (< 60 s on one core from a cold cache), and
 turns into a ``fail`` with the failing pieces as its instance when a derivation or a verifier is planted wrong.
+
+Negative controls: each check applies its own decision (residuals exactly 0 AND numerics within tolerance) to a
+perturbed derived expression (``symbolic.CONTROLS``) and must reject it; with the perturbation removed (the control
+is then the true expression) the control is accepted, so ``reports.core.settle`` must withhold the pass as
+``inconclusive (not discriminating)``.
 """
 from __future__ import annotations
 
@@ -13,22 +18,37 @@ import sympy as sp
 import reports.checks.symbolic as symbolic
 import theory
 from reports.builder import run_claims
-from reports.core import CheckContext
+from reports.core import NOT_DISCRIMINATING, CheckContext, settle
 from reports.registry import CLAIMS
 from theory.consistency import EPS, GAP, L_SYM
-from theory.derivation import Derivation
+from theory.derivation import DEFAULT_TOLERANCE, Derivation
 
 SYMBOLIC_CHECKS = [(claim, check) for claim in CLAIMS for check in claim.checks if check.kind == "symbolic"]
+CLAIM_IDS = [claim.id for claim, _ in SYMBOLIC_CHECKS]
+
+
+def _check(claim_id: str):
+    return next(check for claim, check in SYMBOLIC_CHECKS if claim.id == claim_id).resolve()
+
+
+def _quick(claim_id: str):
+    return _check(claim_id)(CheckContext(tier="quick", seed=0))
 
 
 def _clear_caches():
     for name in theory.__all__:
-        if name.startswith("derive_"):
+        if name.startswith(("derive_", "perturb_")):
             getattr(theory, name).cache_clear()
+
+
+def _unperturbed(results):
+    """The perturbation removed: the control is the derived (true) expression itself."""
+    return {}
 
 
 def test_every_registered_symbolic_check_is_implemented_here():
     assert len(SYMBOLIC_CHECKS) == 8
+    assert sorted(CLAIM_IDS) == sorted(symbolic.CONTROLS)
     for claim, check in SYMBOLIC_CHECKS:
         assert check.function.startswith("reports.checks.symbolic:"), check.function
         assert callable(check.resolve()), claim.id
@@ -43,7 +63,9 @@ def test_all_symbolic_checks_pass_in_the_quick_tier():
     assert len(checks) == 8
     for claim_id, check in checks:
         assert check["kind"] == "symbolic"
-        assert check["verdict"] == "pass", (claim_id, check["summary"], check["error"])
+        # The settled verdict: a pass here also means the builder saw the control rejected.
+        assert check["verdict"] == "pass", (claim_id, check["summary"], check["error"], check["reason"])
+        assert check["control"]["rejected"] is True
         assert check["seconds"] > 0
         assert check["derivation"] and all(len(step) == 2 for step in check["derivation"])
         assert check["measured"]["identities_hold"] is True
@@ -51,18 +73,76 @@ def test_all_symbolic_checks_pass_in_the_quick_tier():
     json.dumps(records)  # results.json must be able to hold them
 
 
+@pytest.mark.parametrize("claim_id", CLAIM_IDS)
+def test_control_is_rejected_by_both_the_residuals_and_the_numerics(claim_id):
+    # Compared against: the perturbed expression (a dropped term, an exponent x4, a transposed kernel) must make
+    # at least one re-derived identity fail AND at least one numeric comparison miss by far more than rounding.
+    outcome = _quick(claim_id)
+    assert outcome.verdict == "pass", outcome.summary
+    control = outcome.control
+    assert control is not None and control.rejected, control
+    assert control.measured["identities_failed"], control.measured
+    missed = {**control.measured["errors_over_tolerance"], **{k: -v for k, v in
+                                                               control.measured["negative_slacks"].items()}}
+    assert missed and max(missed.values()) > 1e-4, control.measured
+    assert settle(outcome) == ("pass", "")
+    assert "Control (" in outcome.summary and "rejected" in outcome.summary
+    json.dumps(control.as_dict())
+
+
+@pytest.mark.parametrize("claim_id", CLAIM_IDS)
+def test_unperturbed_control_is_accepted_so_the_pass_is_withheld(claim_id, monkeypatch):
+    # Compared against: with the perturbation removed the control is the true derived expression, so the same
+    # decision accepts it; a check whose control is accepted cannot tell the claim from its negation.
+    monkeypatch.setitem(symbolic.CONTROLS, claim_id, (_unperturbed, "the unperturbed expression"))
+    outcome = _quick(claim_id)
+    assert outcome.verdict == "pass"
+    assert not outcome.control.rejected, outcome.control
+    assert outcome.control.measured["identities_failed"] == []
+    assert outcome.control.measured["errors_over_tolerance"] == {}
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
+
+
+def test_zero_by_construction_residuals_are_shown_but_not_counted():
+    # Compared against: the residuals that are an expression minus itself once unfolded (L* substituted back into
+    # the equation it solves; the monomials of a split put back together) are listed under "definitions" only.
+    thm2 = _quick("thm2-consistency").measured
+    assert "definition union_at_sufficient_L_minus_target = 0" in thm2["definitions"]
+    assert not any("union_at_sufficient_L" in name for name in thm2["identities"])
+    ds = _quick("prop2-ds-quadratic").measured
+    assert "definition split_reassembles = 0" in ds["definitions"]
+    assert not any("split_reassembles" in name for name in ds["identities"])
+    # The α candidates of Lemma 3 are definitions typed in on both sides: their comparison is listed apart.
+    lemma3 = _quick("lemma3-strict-dpi").measured
+    assert {"alpha_dobrushin", "alpha_doeblin", "dobrushin_d2"} <= set(lemma3["definition_errors"])
+    assert not {"alpha_dobrushin", "alpha_doeblin"} & set(lemma3["errors"])
+
+
+def test_regression_tolerances_bound_rounding_errors_without_pinning_them():
+    # Compared against: the verifier's own tolerance (the effect the regression guards) and the rounding level of
+    # the errors (1.6e-14 at most): the regression bound sits between the two.
+    outcome = _quick("prop2-ds-quadratic")
+    bound = outcome.tolerances["errors"]["abs"]
+    assert 1000 * outcome.measured["max_abs_error"] <= bound <= DEFAULT_TOLERANCE
+
+
 def test_symbolic_check_is_deterministic_for_a_seed():
     a = symbolic.lemma4_loglik_gap(CheckContext(tier="quick", seed=3))
     b = symbolic.lemma4_loglik_gap(CheckContext(tier="quick", seed=3))
     assert a.measured == b.measured and a.verdict == b.verdict == "pass"
+    assert a.control.measured == b.control.measured
 
 
 def test_planted_wrong_bound_makes_thm2_check_fail_with_instance(monkeypatch):
     # A bound with 4 in place of 2 in the denominator: the verifier must reject it and the check must say so.
     wrong = sp.exp(-L_SYM * GAP**2 / (4 * sp.log(EPS) ** 2))
     real = symbolic.verify_thm2_consistency
-    monkeypatch.setattr(symbolic, "verify_thm2_consistency",
-                        lambda rng, **kw: real(rng, overrides={"bound": wrong}, **kw))
+
+    def planted(rng, perturbation=None, **kw):  # the control keeps its own perturbation
+        return real(rng, perturbation=perturbation or (lambda results: {"bound": wrong}), **kw)
+
+    monkeypatch.setattr(symbolic, "verify_thm2_consistency", planted)
     outcome = symbolic.thm2_consistency(CheckContext(tier="quick", seed=0))
     assert outcome.verdict == "fail"
     assert "bound_vs_numeric_chernoff" in outcome.instance["errors_over_tolerance"]
@@ -87,6 +167,7 @@ def test_lemma3_check_evaluates_a_users_kernel():
     tv = max(0.5 * np.abs(kernel[i] - kernel[j]).sum() for i in range(3) for j in range(3))
     assert outcome.measured["user_kernel"]["alpha_dobrushin"] == pytest.approx(tv, abs=1e-14)
     assert outcome.measured["user_kernel"]["alpha_doeblin"] == pytest.approx(1 - 3 * kernel.min(), abs=1e-14)
+    assert outcome.control.rejected
 
 
 def test_copier_weights_match_the_model_class():

@@ -5,38 +5,43 @@ expectations) and returns a :class:`~theory.derivation.Derivation`: the steps (L
 expressions, and the residuals (derived minus claimed) that simplify to zero. Every ``verify_*`` function
 lambdifies the derived expressions and compares them at random points from a passed ``numpy.random.Generator``
 with an independent numeric computation (``numerics`` or direct NumPy/SciPy), returning a
-:class:`~theory.derivation.Verification`; ``overrides`` replaces a derived expression so a test can show that a
-perturbed expression is rejected.
+:class:`~theory.derivation.Verification`.
 
-| claim id | derivation | verifier |
-|---|---|---|
-| ``bma-score-identity`` | :func:`derive_bma_score_identity` | :func:`verify_bma_score_identity` |
-| ``prop1-invariance`` | :func:`derive_prop1_invariance` | :func:`verify_prop1_invariance` |
-| ``thm1-construction`` | :func:`derive_thm1_construction` | :func:`verify_thm1_construction` |
-| ``lemma3-strict-dpi`` | :func:`derive_lemma3_strict_dpi` | :func:`verify_lemma3_strict_dpi` |
-| ``lemma4-loglik-gap`` | :func:`derive_lemma4_loglik_gap` | :func:`verify_lemma4_loglik_gap` |
-| ``thm2-consistency`` | :func:`derive_thm2_consistency` | :func:`verify_thm2_consistency` |
-| ``thm3-init-gradient`` | :func:`derive_thm3_init_gradient` | :func:`verify_thm3_init_gradient` |
-| ``prop2-ds-quadratic`` | :func:`derive_prop2_ds_quadratic` | :func:`verify_prop2_ds_quadratic` |
+Every ``perturb_*`` function is the negative control of its claim: it applies a
+:data:`~theory.derivation.Perturbation` (by default the one named in the table: a dropped term, a flipped
+exponent, a transposed kernel) to the derived results and re-derives, with the derivation's own code, every
+identity that depends on them; ``verify_*(..., perturbation=...)`` compares those perturbed results with the
+same independent numerics. A symbolic check passes only if both reject the perturbation.
+
+| claim id | derivation | verifier | negative control (default perturbation) |
+|---|---|---|---|
+| ``bma-score-identity`` | :func:`derive_bma_score_identity` | :func:`verify_bma_score_identity` | :func:`~theory.bma.transposed_kernel` |
+| ``prop1-invariance`` | :func:`derive_prop1_invariance` | :func:`verify_prop1_invariance` | :func:`~theory.invariance.transposed_column_shift` |
+| ``thm1-construction`` | :func:`derive_thm1_construction` | :func:`verify_thm1_construction` | :func:`~theory.construction.dropped_query_keys` |
+| ``lemma3-strict-dpi`` | :func:`derive_lemma3_strict_dpi` | :func:`verify_lemma3_strict_dpi` | :func:`~theory.dpi.dropped_half_in_total_variation` |
+| ``lemma4-loglik-gap`` | :func:`derive_lemma4_loglik_gap` | :func:`verify_lemma4_loglik_gap` | :func:`~theory.loglik.dropped_kl_term` |
+| ``thm2-consistency`` | :func:`derive_thm2_consistency` | :func:`verify_thm2_consistency` | :func:`~theory.consistency.exponent_times_four` |
+| ``thm3-init-gradient`` | :func:`derive_thm3_init_gradient` | :func:`verify_thm3_init_gradient` | :func:`~theory.gradient.kernel_mean_for_marginal` |
+| ``prop2-ds-quadratic`` | :func:`derive_prop2_ds_quadratic` | :func:`verify_prop2_ds_quadratic` | :func:`~theory.ds.dropped_key_quadratic` |
 """
-from theory.bma import derive_bma_score_identity, verify_bma_score_identity
-from theory.consistency import derive_thm2_consistency, verify_thm2_consistency
-from theory.construction import derive_thm1_construction, verify_thm1_construction
-from theory.derivation import Derivation, Verification
-from theory.dpi import derive_lemma3_strict_dpi, verify_lemma3_strict_dpi
-from theory.ds import derive_prop2_ds_quadratic, verify_prop2_ds_quadratic
-from theory.gradient import derive_thm3_init_gradient, verify_thm3_init_gradient
-from theory.invariance import derive_prop1_invariance, verify_prop1_invariance
-from theory.loglik import derive_lemma4_loglik_gap, verify_lemma4_loglik_gap
+from theory.bma import derive_bma_score_identity, perturb_bma_score_identity, verify_bma_score_identity
+from theory.consistency import derive_thm2_consistency, perturb_thm2_consistency, verify_thm2_consistency
+from theory.construction import derive_thm1_construction, perturb_thm1_construction, verify_thm1_construction
+from theory.derivation import Derivation, Perturbation, Verification
+from theory.dpi import derive_lemma3_strict_dpi, perturb_lemma3_strict_dpi, verify_lemma3_strict_dpi
+from theory.ds import derive_prop2_ds_quadratic, perturb_prop2_ds_quadratic, verify_prop2_ds_quadratic
+from theory.gradient import derive_thm3_init_gradient, perturb_thm3_init_gradient, verify_thm3_init_gradient
+from theory.invariance import derive_prop1_invariance, perturb_prop1_invariance, verify_prop1_invariance
+from theory.loglik import derive_lemma4_loglik_gap, perturb_lemma4_loglik_gap, verify_lemma4_loglik_gap
 
 __all__ = [
-    "Derivation", "Verification",
-    "derive_bma_score_identity", "verify_bma_score_identity",
-    "derive_prop1_invariance", "verify_prop1_invariance",
-    "derive_thm1_construction", "verify_thm1_construction",
-    "derive_lemma3_strict_dpi", "verify_lemma3_strict_dpi",
-    "derive_lemma4_loglik_gap", "verify_lemma4_loglik_gap",
-    "derive_thm2_consistency", "verify_thm2_consistency",
-    "derive_thm3_init_gradient", "verify_thm3_init_gradient",
-    "derive_prop2_ds_quadratic", "verify_prop2_ds_quadratic",
+    "Derivation", "Perturbation", "Verification",
+    "derive_bma_score_identity", "perturb_bma_score_identity", "verify_bma_score_identity",
+    "derive_prop1_invariance", "perturb_prop1_invariance", "verify_prop1_invariance",
+    "derive_thm1_construction", "perturb_thm1_construction", "verify_thm1_construction",
+    "derive_lemma3_strict_dpi", "perturb_lemma3_strict_dpi", "verify_lemma3_strict_dpi",
+    "derive_lemma4_loglik_gap", "perturb_lemma4_loglik_gap", "verify_lemma4_loglik_gap",
+    "derive_thm2_consistency", "perturb_thm2_consistency", "verify_thm2_consistency",
+    "derive_thm3_init_gradient", "perturb_thm3_init_gradient", "verify_thm3_init_gradient",
+    "derive_prop2_ds_quadratic", "perturb_prop2_ds_quadratic", "verify_prop2_ds_quadratic",
 ]

@@ -21,8 +21,8 @@ import sympy as sp
 
 import numerics
 from numerics._validate import check_positive_int, check_rng
-from theory.derivation import (Derivation, ErrorTracker, Verification, labelled, probability_vector,
-                                stochastic_matrix)
+from theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, labelled,
+                                probability_vector, stochastic_matrix)
 
 CLAIM = "bma-score-identity"
 
@@ -65,8 +65,8 @@ def derive_bma_score_identity(H: int = 4, L: int = 2, bilinear_d: tuple[int, ...
         results ``posterior_bayes`` and ``posterior`` (H x H matrices in ``pi``, ``mu_0`` and the tokens; row h
         over h' < h), ``posterior_d{d}`` (the same with symbolic kernel entries p_ij on the fixed context
         :func:`example_context`), ``bilinear_d{d}`` (uᵀ log(P) v for symbolic probability vectors u, v);
-        residuals ``posterior_minus_softmax`` and ``posterior_minus_softmax_d{d}`` (H x H, zero) and
-        ``bilinear_minus_log_kernel_d{d}`` (zero).
+        residuals ``posterior_minus_softmax`` and ``posterior_minus_softmax_d{d}`` (H x H, zero); definition
+        ``bilinear_minus_log_kernel_d{d}`` (zero by construction once W = log π entrywise).
     """
     H = check_positive_int(H, "H", minimum=2)
     L = check_positive_int(L, "L", minimum=1)
@@ -78,14 +78,11 @@ def derive_bma_score_identity(H: int = 4, L: int = 2, bilinear_d: tuple[int, ...
 
     bayes = sp.zeros(H, H)
     simplified = sp.zeros(H, H)
-    residual = sp.zeros(H, H)
     for h in range(1, H):
-        score = [sp.Add(*[sp.log(PI(x[l][hp], x[l][h])) for l in range(L)]) for hp in range(h)]
-        softmax_norm = sp.Add(*[sp.exp(s) for s in score])
         for hp in range(h):
             bayes[h, hp] = sp.Add(*[v for tree, v in likelihood.items() if tree[h - 1] == hp]) / evidence
             simplified[h, hp] = sp.factor(bayes[h, hp])
-            residual[h, hp] = sp.simplify(simplified[h, hp] - sp.exp(score[hp]) / softmax_norm)
+    residual = softmax_residual(simplified, L)
 
     h_show = H - 1
     score_symbol = sp.Function("score")
@@ -105,6 +102,7 @@ def derive_bma_score_identity(H: int = 4, L: int = 2, bilinear_d: tuple[int, ...
 
     results = {"posterior_bayes": bayes, "posterior": simplified}
     residuals = {"posterior_minus_softmax": residual}
+    definitions = {}
     for d in bilinear_d:
         kernel = stochastic_matrix("p", d)
         # The same Bayes computation with the kernel's entries as symbols, on one fixed context of tokens.
@@ -118,14 +116,50 @@ def derive_bma_score_identity(H: int = 4, L: int = 2, bilinear_d: tuple[int, ...
         steps.append((f"d = {d}: posterior minus softmax of Σ_l log p[x^l_h', x^l_h], every (h, h')", residual_d))
         W = kernel.applyfunc(sp.log)  # W = log π entrywise
         one_hot = sp.eye(d)
-        # e_aᵀ W e_b for every token pair: the bilinear form picks the single entry log π(b | a).
-        residuals[f"bilinear_minus_log_kernel_d{d}"] = sp.Matrix(
+        # e_aᵀ W e_b for every token pair: the bilinear form picks the single entry log π(b | a). With W defined
+        # as log π entrywise this is zero by construction: shown as a definition, not counted as evidence.
+        definitions[f"bilinear_minus_log_kernel_d{d}"] = sp.Matrix(
             d, d, lambda a, b: sp.simplify((one_hot[:, a].T * W * one_hot[:, b])[0, 0] - sp.log(kernel[a, b])))
         u, v = probability_vector("u", d), probability_vector("v", d)
         results[f"bilinear_d{d}"] = (u.T * W * v)[0, 0]
-        steps.append((f"d = {d}: e_aᵀ (log π) e_b − log π(b | a) for all a, b (symbolic kernel)",
-                      residuals[f"bilinear_minus_log_kernel_d{d}"]))
-    return Derivation(CLAIM, tuple(steps), results, residuals)
+        steps.append((f"d = {d}: e_aᵀ (log π) e_b − log π(b | a) for all a, b (symbolic kernel; by construction)",
+                      definitions[f"bilinear_minus_log_kernel_d{d}"]))
+    return Derivation(CLAIM, tuple(steps), results, residuals, definitions=definitions)
+
+
+def softmax_residual(posterior: sp.Matrix, L: int) -> sp.Matrix:
+    """posterior[h, h'] − softmax_{h'<h} Σ_l log π(x^l_h | x^l_{h'}), simplified, for every (h, h' < h).
+
+    The derivation's own check of the claim (zero when it holds); also applied to a perturbed posterior.
+    """
+    H = posterior.shape[0]
+    x = context_symbols(L, H)
+    residual = sp.zeros(H, H)
+    for h in range(1, H):
+        score = [sp.Add(*[sp.log(PI(x[l][hp], x[l][h])) for l in range(L)]) for hp in range(h)]
+        softmax_norm = sp.Add(*[sp.exp(s) for s in score])
+        for hp in range(h):
+            residual[h, hp] = sp.simplify(posterior[h, hp] - sp.exp(score[hp]) / softmax_norm)
+    return residual
+
+
+def transposed_kernel(results) -> dict[str, sp.Basic]:
+    """Negative control: the factored posterior with π(x_{h'} | x_h) in place of π(x_h | x_{h'}) (kernel transposed).
+
+    Still a softmax over candidates, but of the wrong score: the claim's residual and the comparison with
+    ``numerics.parent_posterior`` must reject it.
+    """
+    return {"posterior": results["posterior"].replace(PI, lambda parent, child: PI(child, parent))}
+
+
+@lru_cache(maxsize=None)
+def perturb_bma_score_identity(H: int = 4, L: int = 2, bilinear_d: tuple[int, ...] = (2, 3),
+                               perturbation: Perturbation = transposed_kernel) -> Derivation:
+    """:func:`derive_bma_score_identity` with ``perturbation`` applied and ``posterior_minus_softmax`` re-derived."""
+    def recheck(results):
+        return Derivation(CLAIM, (), {}, {"posterior_minus_softmax": softmax_residual(results["posterior"], L)})
+
+    return derive_bma_score_identity(H, L, bilinear_d).perturbed(perturbation, recheck)
 
 
 def example_context(d: int, L: int, H: int) -> np.ndarray:
@@ -162,24 +196,27 @@ def _kernel_form(expr: sp.Basic) -> sp.Basic:
 
 
 def verify_bma_score_identity(rng, *, n_points: int = 20, d_values: tuple[int, ...] = (2, 3), H: int = 4,
-                              L: int = 2, overrides=None) -> Verification:
+                              L: int = 2, perturbation: Perturbation | None = None) -> Verification:
     """Compare the derived posterior with ``numerics.parent_posterior`` on random kernels and contexts.
 
     At each point: a random kernel (d cycles through ``d_values``), a random μ₀ and a random token context
     (L, H). Both the Bayes-rule form and the factored form are compared with ``numerics.parent_posterior``
     (a log-sum-exp softmax of ``selector_scores``: independent of this enumeration over trees), and the
-    bilinear form Σ_l u_lᵀ (log π) v_l at one-hot u, v with ``numerics.selector_scores(log π, context)``.
+    bilinear form Σ_l u_lᵀ (log π) v_l at one-hot u, v with ``numerics.selector_scores(log π, context)`` (a
+    definition on both sides: listed apart).
 
     Parameters
     ----------
     rng : numpy.random.Generator
-    overrides : dict name -> expression, optional
-        Replace derived results (a test passes a perturbed posterior to show the verifier rejects it).
+    perturbation : Perturbation, optional
+        Verify the results of :func:`perturb_bma_score_identity` instead (a negative control).
     """
     rng = check_rng(rng)
     n_points = check_positive_int(n_points, "n_points")
-    derivation = derive_bma_score_identity(H, L, tuple(sorted(set(d_values))))
-    results = derivation.with_results(overrides)
+    args = (H, L, tuple(sorted(set(d_values))))
+    derivation = (derive_bma_score_identity(*args) if perturbation is None
+                  else perturb_bma_score_identity(*args, perturbation=perturbation))
+    results = derivation.results
     x = context_symbols(L, H)
     tokens = [s for row in x for s in row]
     forms = {name: sp.lambdify([KERNEL, INIT, *tokens], _kernel_form(results[name]), "numpy")
@@ -201,7 +238,8 @@ def verify_bma_score_identity(rng, *, n_points: int = 20, d_values: tuple[int, .
             for h in range(H):
                 for hp in range(H):
                     score[h, hp] += bilinear[d](kernel, one_hot[l, hp], one_hot[l, h])
-        tracker.compare(f"bilinear_score_d{d}", score, numerics.selector_scores(np.log(kernel), context))
+        tracker.compare(f"bilinear_score_d{d}", score, numerics.selector_scores(np.log(kernel), context),
+                        definition=True)
         fixed = example_context(d, L, H)
         tracker.compare(f"posterior_d{d}", np.asarray(posterior_d[d](*kernel[:, :-1].ravel()), dtype=float),
                         numerics.parent_posterior(kernel, fixed))

@@ -19,7 +19,7 @@ import numerics
 from numerics._validate import check_positive_int, check_rng
 from numerics.claims import hoeffding_bound
 from numerics.information import pairwise_joint
-from theory.derivation import Derivation, ErrorTracker, Verification, labelled
+from theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, labelled
 
 CLAIM = "thm2-consistency"
 
@@ -39,8 +39,9 @@ def derive_thm2_consistency() -> Derivation:
     Derivation
         results ``chernoff_exponent`` (in s, L, Δ, a, b), ``optimal_s``, ``bound`` (in L, Δ, ε),
         ``union_bound`` (in L, Δ, ε, m) and ``sufficient_L`` (in Δ, ε, m, δ);
-        residuals ``bound_minus_stated`` (the SPEC statement), ``union_at_sufficient_L_minus_target``,
-        ``union_bound_limit`` (the wrong-parent probability bound → 0 as L → ∞).
+        residuals ``bound_minus_stated`` (the SPEC statement) and ``union_bound_limit`` (the wrong-parent
+        probability bound → 0 as L → ∞); definition ``union_at_sufficient_L_minus_target`` (L* substituted back
+        into the equation it solves).
     """
     s, a, b = sp.Symbol("s", positive=True), sp.Symbol("a", real=True), sp.Symbol("b", real=True)
     exponent = -s * L_SYM * GAP + L_SYM * s**2 * (b - a) ** 2 / 8  # log of the Chernoff–Hoeffding bound
@@ -50,8 +51,7 @@ def derive_thm2_consistency() -> Derivation:
     optimal = sp.simplify(exponent.subs(s, s_star))
     bound = sp.exp(sp.simplify(optimal.subs({a: sp.log(EPS), b: sp.log(1 / EPS)})))
     bound = sp.simplify(sp.powsimp(sp.expand_log(bound, force=True)))
-    stated = sp.exp(-L_SYM * GAP**2 / (2 * sp.log(1 / EPS) ** 2))
-    bound_residual = sp.simplify(sp.expand_log(sp.log(bound) - sp.log(stated), force=True))
+    bound_residual = bound_minus_stated(bound)
 
     union = N_WRONG * bound
     (sufficient,) = sp.solve(sp.Eq(union, TARGET), L_SYM)
@@ -73,9 +73,37 @@ def derive_thm2_consistency() -> Derivation:
     )
     results = {"chernoff_exponent": exponent, "optimal_s": s_star, "bound": bound, "union_bound": union,
                "sufficient_L": sufficient}
-    residuals = {"bound_minus_stated": bound_residual, "union_at_sufficient_L_minus_target": union_residual,
-                 "union_bound_limit": vanishing}
-    return Derivation(CLAIM, steps, results, residuals)
+    residuals = {"bound_minus_stated": bound_residual, "union_bound_limit": vanishing}
+    # L* solved from union = δ and substituted back: zero by construction (a definition, not evidence).
+    definitions = {"union_at_sufficient_L_minus_target": union_residual}
+    return Derivation(CLAIM, steps, results, residuals, definitions=definitions)
+
+
+def bound_minus_stated(bound: sp.Expr) -> sp.Expr:
+    """log(bound) − log(exp(−L Δ² / (2 log²(1/ε)))), logs expanded and simplified: 0 when the bound is as stated.
+
+    The derivation's own check, also applied to a perturbed bound.
+    """
+    stated = sp.exp(-L_SYM * GAP**2 / (2 * sp.log(1 / EPS) ** 2))
+    return sp.simplify(sp.expand_log(sp.log(bound) - sp.log(stated), force=True))
+
+
+def exponent_times_four(results) -> dict[str, sp.Basic]:
+    """Negative control: the Hoeffding bound with its exponent multiplied by 4, exp(−2LΔ²/log²(1/ε)).
+
+    A tighter bound than Chernoff–Hoeffding gives: the residual, the numeric optimum of the Chernoff exponent and
+    ``numerics.claims.hoeffding_bound`` must reject it.
+    """
+    return {"bound": sp.powsimp(results["bound"] ** 4)}
+
+
+@lru_cache(maxsize=None)
+def perturb_thm2_consistency(perturbation: Perturbation = exponent_times_four) -> Derivation:
+    """:func:`derive_thm2_consistency` with ``perturbation`` applied and ``bound_minus_stated`` re-derived."""
+    def recheck(results):
+        return Derivation(CLAIM, (), {}, {"bound_minus_stated": bound_minus_stated(results["bound"])})
+
+    return derive_thm2_consistency().perturbed(perturbation, recheck)
 
 
 def exact_error_probability(kernel, joint_candidate_parent, L: int) -> float:
@@ -102,7 +130,7 @@ def exact_error_probability(kernel, joint_candidate_parent, L: int) -> float:
     return float(sum(p for s, p in total.items() if s <= 1e-9))
 
 
-def verify_thm2_consistency(rng, *, n_points: int = 12, overrides=None) -> Verification:
+def verify_thm2_consistency(rng, *, n_points: int = 12, perturbation: Perturbation | None = None) -> Verification:
     """Check the derived bound three ways at random (L, Δ, ε) and on random small instances.
 
     * ``bound`` vs ``numerics.claims.hoeffding_bound`` (the bound as numerics states it);
@@ -111,10 +139,13 @@ def verify_thm2_consistency(rng, *, n_points: int = 12, overrides=None) -> Verif
     * slack ``bound_holds_exactly``: derived bound − exact P(S_L <= 0) on random d = 2 kernels and trees
       (Δ = E Z from the exact joints, ε = min π), for L in 1..6;
     * slack ``sufficient_L_suffices``: δ − union bound at ⌈L*⌉.
+
+    ``perturbation``: verify the results of :func:`perturb_thm2_consistency` instead (a negative control).
     """
     rng = check_rng(rng)
     n_points = check_positive_int(n_points, "n_points")
-    results = derive_thm2_consistency().with_results(overrides)
+    results = (derive_thm2_consistency() if perturbation is None
+               else perturb_thm2_consistency(perturbation=perturbation)).results
     f_bound = sp.lambdify([L_SYM, GAP, EPS], results["bound"], "numpy")
     f_union = sp.lambdify([L_SYM, GAP, EPS, N_WRONG], results["union_bound"], "numpy")
     f_L = sp.lambdify([GAP, EPS, N_WRONG, TARGET], results["sufficient_L"], "numpy")

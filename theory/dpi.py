@@ -22,7 +22,7 @@ import sympy as sp
 import numerics
 from numerics._validate import check_positive_int, check_rng
 from numerics.contraction import chi2_contraction, doeblin_bound
-from theory.derivation import Derivation, ErrorTracker, Verification, stochastic_matrix
+from theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, stochastic_matrix
 
 CLAIM = "lemma3-strict-dpi"
 
@@ -52,8 +52,9 @@ def derive_lemma3_strict_dpi(d_general: int = 3) -> Derivation:
         results: ``dobrushin_d2`` (in K_00, K_10), ``alpha_dobrushin`` (δ for the symbolic d_general x d_general
         kernel ``K_ij``, free entries j < d−1), ``alpha_doeblin`` (1 − d·Min of its entries),
         ``bsc_mutual_information``, ``bsc_chi2_mutual_information``, ``bsc_chi2_contraction``, ``bsc_dobrushin``
-        (in p); residuals: the TV/min identity, the BSC closed forms minus the stated ones;
-        nonnegatives: the Doeblin slack (1 − dε) − TV(K(·|y), K(·|y')) for a kernel ε + r, every row pair.
+        (in p); residuals: the TV/min identities, the BSC closed forms minus the stated ones;
+        nonnegatives: the Doeblin slack (1 − dε) − TV(K(·|y), K(·|y')) for a kernel ε + r, every row pair;
+        definition: the decomposition of that slack into Σ_z min(r_yz, r_y'z) (bookkeeping, zero by construction).
     """
     d_general = check_positive_int(d_general, "d_general", minimum=2)
     steps: list[tuple[str, sp.Basic]] = []
@@ -104,33 +105,62 @@ def derive_lemma3_strict_dpi(d_general: int = 3) -> Derivation:
     B = sp.diag(*[sp.sqrt(v) for v in px]) * bsc * sp.diag(*[1 / sp.sqrt(v) for v in py])
     singular_sq = sorted((sp.factor(e) for e in (B.T * B).eigenvals()), key=lambda e: sp.count_ops(e))
     eta = [e for e in singular_sq if e != 1][0]  # the top singular value of B is 1; η_χ² is the other one squared
-    delta_bsc = sp.simplify(dobrushin_d2.subs({sp.Symbol("K_00", positive=True): 1 - p,
-                                               sp.Symbol("K_10", positive=True): p}))
+    results = {
+        "dobrushin_d2": dobrushin_d2, "alpha_dobrushin": alpha_dobrushin, "alpha_doeblin": alpha_doeblin,
+        "bsc_mutual_information": mi, "bsc_chi2_mutual_information": chi2, "bsc_chi2_contraction": eta,
+    }
+    bsc_part = bsc_closed_forms(results)
     steps += [
         ("BSC(p), uniform input: I = Σ P log P/(P_X P_Y)", sp.Eq(sp.Symbol("I"), mi)),
         ("BSC(p): I_χ² = Σ P²/(P_X P_Y) − 1", sp.Eq(sp.Symbol(r"I_{\chi^2}"), chi2)),
         ("BSC(p): squared singular values of diag(√P_X) K diag(1/√P_Y)", sp.Matrix(singular_sq)),
-        ("BSC(p): Dobrushin coefficient", sp.Eq(sp.Symbol(r"\delta"), delta_bsc)),
+        ("BSC(p): Dobrushin coefficient", sp.Eq(sp.Symbol(r"\delta"), bsc_part.results["bsc_dobrushin"])),
     ]
-    # The stated closed forms (SPEC.md §4): η = (1 − 2p)², δ = |1 − 2p|, I_χ² = (1 − 2p)².
-    residuals = {
-        "abs_min_identity": coordinate,
-        "shifted_min_identity": shift_min,
-        "doeblin_slack_decomposition": slack_residual,
-        "bsc_chi2_mi_minus_stated": sp.simplify(chi2 - (1 - 2 * p) ** 2),
-        "bsc_contraction_minus_stated": sp.simplify(eta - (1 - 2 * p) ** 2),
-        "bsc_dobrushin_minus_stated": sp.simplify(delta_bsc - sp.Abs(1 - 2 * p)),
-        "bsc_mi_minus_log2_entropy": sp.simplify(sp.expand_log(
-            mi - (sp.log(2) + p * sp.log(p) + (1 - p) * sp.log(1 - p)), force=True)),
-    }
-    results = {
-        "dobrushin_d2": dobrushin_d2, "alpha_dobrushin": alpha_dobrushin, "alpha_doeblin": alpha_doeblin,
-        "bsc_mutual_information": mi, "bsc_chi2_mutual_information": chi2, "bsc_chi2_contraction": eta,
-        "bsc_dobrushin": delta_bsc,
-    }
+    residuals = {"abs_min_identity": coordinate, "shifted_min_identity": shift_min, **bsc_part.residuals}
+    # Once min(ε + r, ε + s) = ε + min(r, s) (the shifted_min_identity residual) is applied, the decomposition
+    # (1 − dε) − TV = Σ_z min(r_yz, r_y'z) is bookkeeping that expands to 0 by construction: a definition.
+    definitions = {"doeblin_slack_decomposition": slack_residual}
     pairs = list(itertools.combinations(range(d), 2))
     nonnegatives = {f"doeblin_slack_rows_{y}{yp}": sl for (y, yp), sl in zip(pairs, slack)}
-    return Derivation(CLAIM, tuple(steps), results, residuals, nonnegatives=nonnegatives)
+    return Derivation(CLAIM, tuple(steps), {**results, **bsc_part.results}, residuals, nonnegatives=nonnegatives,
+                      definitions=definitions)
+
+
+def bsc_closed_forms(results) -> Derivation:
+    """The BSC(p) Dobrushin coefficient from ``dobrushin_d2``, and every BSC result minus its stated closed form.
+
+    Returns a partial :class:`Derivation`: result ``bsc_dobrushin``; residuals (SPEC.md §4: η = (1 − 2p)²,
+    δ = |1 − 2p|, I_χ² = (1 − 2p)², and I = log 2 − h(p)) ``bsc_chi2_mi_minus_stated``,
+    ``bsc_contraction_minus_stated``, ``bsc_dobrushin_minus_stated``, ``bsc_mi_minus_log2_entropy``. The
+    derivation's own code, also applied to perturbed results.
+    """
+    p = P_BSC
+    delta_bsc = sp.simplify(results["dobrushin_d2"].subs({sp.Symbol("K_00", positive=True): 1 - p,
+                                                          sp.Symbol("K_10", positive=True): p}))
+    residuals = {
+        "bsc_chi2_mi_minus_stated": sp.simplify(results["bsc_chi2_mutual_information"] - (1 - 2 * p) ** 2),
+        "bsc_contraction_minus_stated": sp.simplify(results["bsc_chi2_contraction"] - (1 - 2 * p) ** 2),
+        "bsc_dobrushin_minus_stated": sp.simplify(delta_bsc - sp.Abs(1 - 2 * p)),
+        "bsc_mi_minus_log2_entropy": sp.simplify(sp.expand_log(
+            results["bsc_mutual_information"] - (sp.log(2) + p * sp.log(p) + (1 - p) * sp.log(1 - p)), force=True)),
+    }
+    return Derivation(CLAIM, (), {"bsc_dobrushin": delta_bsc}, residuals)
+
+
+def dropped_half_in_total_variation(results) -> dict[str, sp.Basic]:
+    """Negative control: the Dobrushin coefficients with Σ_z |K(z|y) − K(z|y')| in place of ½ Σ_z (the ½ dropped).
+
+    Re-derived for the BSC this gives 2|1 − 2p|; it exceeds the Doeblin bound and disagrees with
+    ``numerics.dobrushin_coefficient``.
+    """
+    return {"dobrushin_d2": 2 * results["dobrushin_d2"], "alpha_dobrushin": 2 * results["alpha_dobrushin"]}
+
+
+@lru_cache(maxsize=None)
+def perturb_lemma3_strict_dpi(d_general: int = 3,
+                              perturbation: Perturbation = dropped_half_in_total_variation) -> Derivation:
+    """:func:`derive_lemma3_strict_dpi` with ``perturbation`` applied and the BSC closed forms re-derived."""
+    return derive_lemma3_strict_dpi(d_general).perturbed(perturbation, bsc_closed_forms)
 
 
 def _kernel_args(K: sp.Matrix) -> list[sp.Symbol]:
@@ -139,18 +169,23 @@ def _kernel_args(K: sp.Matrix) -> list[sp.Symbol]:
     return [K[i, j] for i in range(d) for j in range(d - 1)]
 
 
-def verify_lemma3_strict_dpi(rng, *, n_points: int = 30, d_general: int = 3, overrides=None) -> Verification:
+def verify_lemma3_strict_dpi(rng, *, n_points: int = 30, d_general: int = 3,
+                             perturbation: Perturbation | None = None) -> Verification:
     """Evaluate the derived α candidates and BSC closed forms against ``numerics`` at random points.
 
     Random kernels (d_general x d_general, entrywise >= ε with random ε): ``alpha_dobrushin`` vs
     ``numerics.dobrushin_coefficient``, ``alpha_doeblin`` vs ``numerics.contraction.doeblin_bound``, with slacks
     δ <= Doeblin bound and η_χ²(stationary law, K) <= δ (``numerics.contraction.chi2_contraction``). Random
     p in (0, 1): the BSC forms vs ``numerics.mutual_information``, ``chi2_mutual_information``,
-    ``chi2_contraction`` and ``dobrushin_coefficient`` of the BSC.
+    ``chi2_contraction`` and ``dobrushin_coefficient`` of the BSC. The α candidates and ``dobrushin_d2`` are
+    definitions typed in on both sides (listed apart); the evidence is the slacks and the BSC closed forms.
+    ``perturbation``: verify the results of :func:`perturb_lemma3_strict_dpi` instead (a negative control).
     """
     rng = check_rng(rng)
     n_points = check_positive_int(n_points, "n_points")
-    results = derive_lemma3_strict_dpi(d_general).with_results(overrides)
+    derivation = (derive_lemma3_strict_dpi(d_general) if perturbation is None
+                  else perturb_lemma3_strict_dpi(d_general, perturbation=perturbation))
+    results = derivation.results
     K = stochastic_matrix("K", d_general)
     args = _kernel_args(K)
     f_dob = sp.lambdify(args, results["alpha_dobrushin"], "numpy")
@@ -166,13 +201,14 @@ def verify_lemma3_strict_dpi(rng, *, n_points: int = 30, d_general: int = 3, ove
         kernel = numerics.random_kernel(d_general, alpha=float(rng.uniform(0.2, 2.0)), eps=eps, rng=rng)
         flat = kernel[:, :-1].ravel()
         delta = numerics.dobrushin_coefficient(kernel)
-        tracker.compare("alpha_dobrushin", f_dob(*flat), delta)
-        tracker.compare("alpha_doeblin", f_doe(*flat), doeblin_bound(kernel))
+        tracker.compare("alpha_dobrushin", f_dob(*flat), delta, definition=True)
+        tracker.compare("alpha_doeblin", f_doe(*flat), doeblin_bound(kernel), definition=True)
         tracker.bound("dobrushin_below_doeblin", f_dob(*flat), f_doe(*flat))
         law = numerics.stationary_distribution(kernel)
         tracker.bound("chi2_contraction_below_dobrushin", chi2_contraction(law, kernel), f_dob(*flat))
         kernel2 = numerics.random_kernel(2, rng=rng)
-        tracker.compare("dobrushin_d2", f_d2(*kernel2[:, :-1].ravel()), numerics.dobrushin_coefficient(kernel2))
+        tracker.compare("dobrushin_d2", f_d2(*kernel2[:, :-1].ravel()), numerics.dobrushin_coefficient(kernel2),
+                        definition=True)
         p = float(rng.uniform(0.01, 0.99))
         channel = np.array([[1 - p, p], [p, 1 - p]])
         joint = channel / 2

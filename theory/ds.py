@@ -19,7 +19,7 @@ from scipy.stats import multivariate_normal
 
 from numerics._validate import check_positive_int, check_rng
 from numerics.ds import ds_log_likelihood_scores, ds_score_terms
-from theory.derivation import Derivation, ErrorTracker, Verification, labelled
+from theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, labelled
 
 CLAIM = "prop2-ds-quadratic"
 
@@ -51,10 +51,10 @@ def derive_prop2_ds_quadratic(d: int = 2) -> Derivation:
     -------
     Derivation
         results (in rho, the A parameters, query ``y_i`` = x_h and key ``x_i`` = x_{h'}): ``log_likelihood``,
-        ``bilinear``, ``key_quadratic``, ``query_only``, ``key_hessian`` (d x d), ``bilinear_key_hessian``;
-        residuals: A orthogonal, the split reassembling the log-likelihood, the terms minus the stated forms,
-        the bilinear Hessian (zero) and the Hessian of (score − x_{h'}ᵀ W x_h) minus the key-only Hessian
-        (independent of W); witness: the key-only Hessian (nonzero).
+        ``bilinear``, ``key_quadratic``, ``query_only``, ``key_hessian`` (d x d), ``bilinear_key_hessian``,
+        ``difference_hessian``; residuals: A orthogonal, the terms minus the stated forms, the bilinear Hessian
+        (zero) and the Hessian of (score − x_{h'}ᵀ W x_h) minus the key-only Hessian (independent of W);
+        witness: the key-only Hessian (nonzero); definition: the split reassembling the log-likelihood.
     """
     d = check_positive_int(d, "d", minimum=2)
     A, params = orthogonal_symbolic(d)
@@ -67,6 +67,43 @@ def derive_prop2_ds_quadratic(d: int = 2) -> Derivation:
     log_density = sp.expand_log(sp.log(density), force=True)
     log_lik = sp.expand(log_density)
 
+    split = split_log_likelihood({"A": A, "log_likelihood": log_lik})
+    bilinear, key = split.results["bilinear"], split.results["key_quadratic"]
+    key_hessian, bilinear_hessian = split.results["key_hessian"], split.results["bilinear_key_hessian"]
+    difference_hessian = split.results["difference_hessian"]
+    residuals = {"A_orthogonal": sp.simplify(A.T * A - sp.eye(d)), **split.residuals}
+
+    steps: tuple[tuple[str, sp.Basic | str], ...] = (
+        (f"Orthogonal A (d = {d})", labelled("A", A)),
+        ("log N(x_h; ρAᵀx_{h'}, (1−ρ²)I) from the density (then expanded into monomials of x_h, x_{h'})",
+         labelled(r"\log p(x_h \mid x_{h'})", log_density)),
+        ("Terms with both x_h and x_{h'}: bilinear", labelled(r"\mathrm{bilinear}", sp.factor(bilinear))),
+        ("Terms with x_{h'} only: key-only quadratic", labelled(r"\mathrm{key}", sp.factor(key))),
+        ("Key-only term + ρ²/(2(1−ρ²))‖x_{h'}‖² (A orthogonal)", residuals["key_quadratic_is_norm_of_key"]),
+        ("Hessian of the key-only term in x_{h'}", labelled(r"\nabla^2_{x_{h'}} \mathrm{key}", key_hessian)),
+        ("Hessian in x_{h'} of a bilinear score x_{h'}ᵀ W x_h", labelled(r"\nabla^2_{x_{h'}} x_{h'}^\top W x_h",
+                                                                        bilinear_hessian)),
+        ("Hessian in x_{h'} of (log-likelihood − x_{h'}ᵀ W x_h), for every W",
+         labelled(r"\nabla^2_{x_{h'}}(\log p - x_{h'}^\top W x_h)", difference_hessian)),
+    )
+    return Derivation(CLAIM, steps, {"A": A, "log_likelihood": log_lik, **split.results}, residuals,
+                      witnesses=split.witnesses, definitions=split.definitions)
+
+
+def split_log_likelihood(results) -> Derivation:
+    """Split ``log_likelihood`` (a polynomial in the key x and query y) into bilinear, key-only and query-only terms.
+
+    Returns a partial :class:`Derivation`: results ``bilinear``, ``key_quadratic``, ``query_only``,
+    ``key_hessian``, ``bilinear_key_hessian``, ``difference_hessian`` (of log-likelihood − x_{h'}ᵀ W x_h);
+    residuals: the terms minus the stated forms (with ``results["A"]``),
+    the bilinear Hessian (zero) and the Hessian of (log-likelihood − x_{h'}ᵀ W x_h) minus the key-only Hessian;
+    witness ``key_hessian`` (nonzero); definition ``split_reassembles`` (the monomials put back together: zero by
+    construction). The derivation's own code, also applied to a perturbed log-likelihood.
+    """
+    A, log_lik = results["A"], results["log_likelihood"]
+    d = A.shape[0]
+    x, y = vector_symbols("x", d), vector_symbols("y", d)  # key x_{h'}, query x_h
+    var = 1 - RHO**2
     poly = sp.Poly(log_lik, *x, *y)
     parts = {"bilinear": [], "key": [], "query": []}
     for monomial, coeff in poly.terms():
@@ -87,10 +124,7 @@ def derive_prop2_ds_quadratic(d: int = 2) -> Derivation:
     bilinear_W = (x.T * W * y)[0, 0]
     bilinear_hessian = sp.hessian(bilinear_W, list(x))
     difference_hessian = sp.simplify(sp.hessian(log_lik - bilinear_W, list(x)))
-
     residuals = {
-        "A_orthogonal": sp.simplify(A.T * A - sp.eye(d)),
-        "split_reassembles": sp.simplify(bilinear + key + query - log_lik),
         "bilinear_minus_stated": sp.simplify(bilinear - stated_bilinear),
         "key_quadratic_minus_stated": sp.simplify(key - stated_key),
         "key_quadratic_is_norm_of_key": sp.simplify(key + RHO**2 / (2 * var) * (x.T * x)[0, 0]),
@@ -98,38 +132,44 @@ def derive_prop2_ds_quadratic(d: int = 2) -> Derivation:
         "bilinear_key_hessian": bilinear_hessian,
         "difference_hessian_minus_key_hessian": sp.simplify(difference_hessian - key_hessian),
     }
-    steps: tuple[tuple[str, sp.Basic | str], ...] = (
-        (f"Orthogonal A (d = {d})", labelled("A", A)),
-        ("log N(x_h; ρAᵀx_{h'}, (1−ρ²)I) from the density (then expanded into monomials of x_h, x_{h'})",
-         labelled(r"\log p(x_h \mid x_{h'})", log_density)),
-        ("Terms with both x_h and x_{h'}: bilinear", labelled(r"\mathrm{bilinear}", sp.factor(bilinear))),
-        ("Terms with x_{h'} only: key-only quadratic", labelled(r"\mathrm{key}", sp.factor(key))),
-        ("Key-only term + ρ²/(2(1−ρ²))‖x_{h'}‖² (A orthogonal)", residuals["key_quadratic_is_norm_of_key"]),
-        ("Hessian of the key-only term in x_{h'}", labelled(r"\nabla^2_{x_{h'}} \mathrm{key}", key_hessian)),
-        ("Hessian in x_{h'} of a bilinear score x_{h'}ᵀ W x_h", labelled(r"\nabla^2_{x_{h'}} x_{h'}^\top W x_h",
-                                                                        bilinear_hessian)),
-        ("Hessian in x_{h'} of (log-likelihood − x_{h'}ᵀ W x_h), for every W",
-         labelled(r"\nabla^2_{x_{h'}}(\log p - x_{h'}^\top W x_h)", difference_hessian)),
-    )
-    results = {"A": A, "log_likelihood": log_lik, "bilinear": bilinear, "key_quadratic": key,
-               "query_only": query, "key_hessian": key_hessian, "bilinear_key_hessian": bilinear_hessian}
-    return Derivation(CLAIM, steps, results, residuals, witnesses={"key_hessian": key_hessian})
+    results = {"bilinear": bilinear, "key_quadratic": key, "query_only": query, "key_hessian": key_hessian,
+               "bilinear_key_hessian": bilinear_hessian, "difference_hessian": difference_hessian}
+    return Derivation(CLAIM, (), results, residuals, witnesses={"key_hessian": key_hessian},
+                      definitions={"split_reassembles": sp.simplify(bilinear + key + query - log_lik)})
+
+
+def dropped_key_quadratic(results) -> dict[str, sp.Basic]:
+    """Negative control: the DS score without its key-only term −ρ²/(2(1−ρ²))‖Aᵀx_{h'}‖² (a bilinear score).
+
+    Re-split, its key-only part and key Hessian vanish: the stated form, the Hessian witness and the comparison
+    with ``scipy.stats`` and ``numerics.ds`` must reject it.
+    """
+    return {"log_likelihood": results["log_likelihood"] - results["key_quadratic"]}
+
+
+@lru_cache(maxsize=None)
+def perturb_prop2_ds_quadratic(d: int = 2, perturbation: Perturbation = dropped_key_quadratic) -> Derivation:
+    """:func:`derive_prop2_ds_quadratic` with ``perturbation`` applied; the split and its identities re-derived."""
+    return derive_prop2_ds_quadratic(d).perturbed(perturbation, split_log_likelihood)
 
 
 def verify_prop2_ds_quadratic(rng, *, n_points: int = 20, d_values: tuple[int, ...] = (2, 3), L: int = 3,
-                              H: int = 4, overrides=None) -> Verification:
+                              H: int = 4, perturbation: Perturbation | None = None) -> Verification:
     """Compare the derived terms with ``numerics.ds`` and SciPy at random ρ, A and vectors.
 
     * ``log_likelihood`` vs ``scipy.stats.multivariate_normal.logpdf``; summed over L examples, vs
       ``numerics.ds.ds_log_likelihood_scores`` for every (h, h' < h);
     * ``bilinear`` and ``key_quadratic`` summed over examples vs ``numerics.ds.ds_score_terms``;
     * ``key_hessian`` vs second differences (step 1, exact for a quadratic) of the numerics score in x_{h'}.
+
+    ``perturbation``: verify the results of :func:`perturb_prop2_ds_quadratic` instead (a negative control).
     """
     rng = check_rng(rng)
     n_points = check_positive_int(n_points, "n_points")
     fns = {}
     for d in d_values:
-        results = derive_prop2_ds_quadratic(d).with_results(overrides)
+        results = (derive_prop2_ds_quadratic(d) if perturbation is None
+                   else perturb_prop2_ds_quadratic(d, perturbation=perturbation)).results
         _, params = orthogonal_symbolic(d)
         args = [RHO, *params, *vector_symbols("x", d), *vector_symbols("y", d)]
         fns[d] = {name: sp.lambdify(args, results[name], "numpy")
@@ -172,4 +212,4 @@ def verify_prop2_ds_quadratic(rng, *, n_points: int = 20, d_values: tuple[int, .
                              for b in range(d)] for a in range(d)])
         tracker.compare("key_hessian_vs_second_differences", np.asarray(f["key_hessian"](*args), dtype=float),
                         hessian)
-    return tracker.result(CLAIM, n_points, tolerance=1e-8)
+    return tracker.result(CLAIM, n_points)

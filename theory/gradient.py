@@ -24,7 +24,8 @@ import sympy as sp
 import numerics
 from numerics.gradient import chi2_gain, init_gradient
 from numerics._validate import check_positive_int, check_rng
-from theory.derivation import Derivation, ErrorTracker, Verification, labelled, probability_vector, stochastic_matrix
+from theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, labelled, probability_vector,
+                                stochastic_matrix)
 
 CLAIM = "thm3-init-gradient"
 
@@ -108,19 +109,12 @@ def derive_thm3_init_gradient(h_values: tuple[int, ...] = (2, 3, 4), d_values: t
         steps.append((f"h = {h}: minus (1/h)(r_j / r̄ − 1)", residuals[f"mixture_gradient_minus_stated_h{h}"]))
 
     for d in d_values:
-        m, pi = probability_vector("m", d), stochastic_matrix("pi", d)
-        joint = sp.Matrix(d, d, lambda a, c: m[a] * pi[a, c])  # (x_pa, x_h)
-        child = [sp.Add(*joint.col(c)) for c in range(d)]
+        m, pi, joint, child = parent_child_joint(d)
         cells = list(itertools.product(range(d), range(d)))
         J = sp.Add(*[joint[a, c] * pi[a, c] / child[c] for a, c in cells]) - 1  # E[π(x_h|x_pa)/P(x_h)] − 1
         chi2 = sp.Add(*[(joint[a, c] - m[a] * child[c]) ** 2 / (m[a] * child[c]) for a, c in cells])
         results[f"J_parent_d{d}"], results[f"chi2_mi_d{d}"] = J, chi2
-        # Cancel per output token c (each term has the single denominator P(c)·m_a), then sum: much faster
-        # than cancelling the whole sum at d = 3.
-        per_token = [sp.cancel(sp.Add(*[joint[a, c] * pi[a, c] / child[c]
-                                        - (joint[a, c] - m[a] * child[c]) ** 2 / (m[a] * child[c])
-                                        for a in range(d)])) for c in range(d)]
-        residuals[f"J_parent_minus_chi2_mi_d{d}"] = sp.expand(sp.Add(*per_token) - 1)
+        residuals[f"J_parent_minus_chi2_mi_d{d}"] = j_parent_minus_chi2_mi(J, chi2, pi)
         steps.append((f"d = {d}: J(pa) = E[π(x_h|x_pa)/P(x_h)] − 1 minus I_χ²(x_pa; x_h) from its definition",
                       residuals[f"J_parent_minus_chi2_mi_d{d}"]))
         # A non-parent h': joint r(a, b) of (x_{h'}, x_pa); Q = r π is the joint of (x_{h'}, x_h).
@@ -152,6 +146,61 @@ def derive_thm3_init_gradient(h_values: tuple[int, ...] = (2, 3, 4), d_values: t
     return Derivation(CLAIM, tuple(steps), results, residuals, witnesses)
 
 
+def parent_child_joint(d: int) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix, list[sp.Expr]]:
+    """The parent law m, kernel π, joint P(x_pa = a, x_h = c) = m_a π(c|a) and the law P(x_h = c) of the child."""
+    m, pi = probability_vector("m", d), stochastic_matrix("pi", d)
+    joint = sp.Matrix(d, d, lambda a, c: m[a] * pi[a, c])  # (x_pa, x_h)
+    return m, pi, joint, [sp.Add(*joint.col(c)) for c in range(d)]
+
+
+def j_parent_minus_chi2_mi(J: sp.Expr, chi2: sp.Expr, pi: sp.Matrix) -> sp.Expr:
+    """J − I_χ², cancelled per denominator and expanded: the zero polynomial when J(pa) = I_χ²(x_pa; x_h).
+
+    Terms are grouped by the kernel-dependent factors of their denominators (one group per law of x_h at
+    token c, each term having the single denominator P(c)·m_a), each group is cancelled, then the sum is
+    expanded: much faster than cancelling the whole sum at d = 3. The derivation's own check, also applied to
+    a perturbed J.
+    """
+    kernel_symbols = set(pi.free_symbols)
+    groups: dict[frozenset, list[sp.Expr]] = {}
+    for term in sp.Add.make_args(J - chi2):
+        factors = (f.base if f.is_Pow else f for f in sp.Mul.make_args(sp.denom(term)))
+        key = frozenset(f for f in factors if f.free_symbols & kernel_symbols)
+        groups.setdefault(key, []).append(term)
+    return sp.expand(sp.Add(*[sp.cancel(sp.Add(*terms)) for terms in groups.values()]))
+
+
+def kernel_mean_for_marginal(results) -> dict[str, sp.Basic]:
+    """Negative control: J(pa) with the law P(x_h) replaced by the unweighted mean of the kernel's rows.
+
+    π̄(c) = (1/d) Σ_a π(c|a) is the law of x_h only when x_pa is uniform; J computed with this wrong mean is not
+    I_χ²(x_pa; x_h), so the residual and the comparison with ``numerics.chi2_mutual_information`` must reject it.
+    """
+    out = {}
+    for name, J in results.items():
+        if name.startswith("J_parent_d"):
+            d = int(name.removeprefix("J_parent_d"))
+            _, pi, _, child = parent_child_joint(d)
+            out[name] = J.xreplace({child[c]: sp.Add(*pi.col(c)) / d for c in range(d)})
+    return out
+
+
+@lru_cache(maxsize=None)
+def perturb_thm3_init_gradient(h_values: tuple[int, ...] = (2, 3, 4), d_values: tuple[int, ...] = (2, 3),
+                               logit_h: int = 2, logit_d: int = 3,
+                               perturbation: Perturbation = kernel_mean_for_marginal) -> Derivation:
+    """:func:`derive_thm3_init_gradient` with ``perturbation`` applied and ``J_parent_minus_chi2_mi_d{d}`` re-derived."""
+    def recheck(results):
+        residuals = {}
+        for d in d_values:
+            _, pi, _, _ = parent_child_joint(d)
+            residuals[f"J_parent_minus_chi2_mi_d{d}"] = j_parent_minus_chi2_mi(results[f"J_parent_d{d}"],
+                                                                              results[f"chi2_mi_d{d}"], pi)
+        return Derivation(CLAIM, (), {}, residuals)
+
+    return derive_thm3_init_gradient(h_values, d_values, logit_h, logit_d).perturbed(perturbation, recheck)
+
+
 def _complex_step(loss, x: np.ndarray) -> np.ndarray:
     """∂loss/∂x_j by the complex step (exact to rounding for analytic loss): Im loss(x + i·t·e_j) / t."""
     t = 1e-30
@@ -175,7 +224,7 @@ def _logit_loss(lam: np.ndarray, target: int):
     return loss
 
 
-def verify_thm3_init_gradient(rng, *, n_points: int = 12, H: int = 5, overrides=None,
+def verify_thm3_init_gradient(rng, *, n_points: int = 12, H: int = 5, perturbation: Perturbation | None = None,
                               h_values: tuple[int, ...] = (2, 3, 4), d_values: tuple[int, ...] = (2, 3),
                               logit_h: int = 2, logit_d: int = 3) -> Verification:
     """Compare the derived gradients and J with independent numerics at random points.
@@ -187,11 +236,15 @@ def verify_thm3_init_gradient(rng, *, n_points: int = 12, H: int = 5, overrides=
       ``numerics.gradient.chi2_gain``; ``J_candidate_d{d}`` vs ``chi2_gain`` at a non-parent;
       (``init_gradient`` and ``chi2_gain`` are imported from ``numerics.gradient``.)
     * ``logit_gradient`` at random log rows vs the complex-step derivative of the logit loss.
+
+    ``perturbation``: verify the results of :func:`perturb_thm3_init_gradient` instead (a negative control).
     """
     rng = check_rng(rng)
     n_points = check_positive_int(n_points, "n_points")
-    derivation = derive_thm3_init_gradient(tuple(h_values), tuple(d_values), logit_h, logit_d)
-    results = derivation.with_results(overrides)
+    args = (tuple(h_values), tuple(d_values), logit_h, logit_d)
+    derivation = (derive_thm3_init_gradient(*args) if perturbation is None
+                  else perturb_thm3_init_gradient(*args, perturbation=perturbation))
+    results = derivation.results
     mixture = {h: sp.lambdify(likelihood_symbols(h), results[f"mixture_gradient_h{h}"], "numpy") for h in h_values}
     J_parent, J_candidate = {}, {}
     for d in d_values:

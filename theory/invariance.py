@@ -14,7 +14,7 @@ import sympy as sp
 
 import numerics
 from numerics._validate import check_positive_int, check_rng
-from theory.derivation import Derivation, ErrorTracker, Verification, probability_vector
+from theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, probability_vector
 
 CLAIM = "prop1-invariance"
 
@@ -46,11 +46,15 @@ def _log_odds(row: list[sp.Expr]) -> sp.Expr:
 
 
 def _simplified_difference(x: sp.Expr, y: sp.Expr) -> sp.Expr:
-    """x − y as one cancelled fraction: exp(s + c) is split into exp(s)·exp(c) so a common factor cancels.
+    """x − y over one common denominator with its numerator expanded: 0 exactly when x = y identically.
 
-    (``sympy.simplify`` finds the same zero but takes minutes on these softmax ratios.)
+    exp(s + c) is split into exp(s)·exp(c) so that equal products of exponentials meet in the expansion; the
+    denominator is a product of sums of exponentials (positive), so the difference vanishes iff the numerator
+    does. (``sympy.simplify`` finds the same zero but takes minutes on these softmax ratios, and ``cancel``
+    takes tens of seconds on a nonzero difference, the negative control, for its polynomial gcd.)
     """
-    return sp.cancel(sp.expand(x - y, power_exp=True, mul=False))
+    numerator, denominator = sp.fraction(sp.together(sp.expand(x - y, power_exp=True, mul=False)))
+    return sp.expand(numerator) / denominator
 
 
 @lru_cache(maxsize=None)
@@ -80,7 +84,7 @@ def derive_prop1_invariance(d: int = 2, H: int = 3, L: int = 2) -> Derivation:
     # The score shift each perturbation causes, per candidate h' (expanded using 1ᵀu = 1).
     column_shift = [sp.expand(sp.Add(*[(r[hp].T * ones * a.T * r[h])[0, 0] for r in u])) for hp in range(h)]
     row_shift = [sp.expand(sp.Add(*[(r[hp].T * b * ones.T * r[h])[0, 0] for r in u])) for hp in range(h)]
-    column_difference = sp.Matrix(1, h, [_simplified_difference(c, s) for c, s in zip(column, base)])
+    column_difference = column_shift_residual(sp.Matrix(1, h, column), d, H, L)
     # Under W + b1ᵀ the attention changes; the change is exhibited through the log-odds of candidates 0 and 1,
     # log(A_0 / A_1), whose shift is Σ_l bᵀ(u^l_0 − u^l_1): not identically zero.
     row_log_odds_change = sp.expand(_log_odds(row) - _log_odds(base))
@@ -111,19 +115,53 @@ def derive_prop1_invariance(d: int = 2, H: int = 3, L: int = 2) -> Derivation:
                       witnesses={"row_shift_log_odds_change": row_log_odds_change, "row_shift_instance": instance})
 
 
+def column_shift_residual(attention: sp.Matrix, d: int, H: int, L: int) -> sp.Matrix:
+    """An attention row (1 x (H-1)) claimed equal to that of the unshifted W, minus it, as cancelled fractions.
+
+    The derivation's own check of the invariance (zero when it holds); also applied to a perturbed row.
+    """
+    W, _, _ = weight_symbols(d)
+    base = selector_row(W, copy_symbols(d, L, H), H - 1)
+    return sp.Matrix(1, H - 1, [_simplified_difference(c, s) for c, s in zip(attention, base)])
+
+
+def transposed_column_shift(results) -> dict[str, sp.Basic]:
+    """Negative control: the attention under W + a1ᵀ (the shift transposed) posing as the one under W + 1aᵀ.
+
+    Built from the derived W + b1ᵀ row with b renamed a; it changes the attention, so the invariance residual and
+    the comparison with the unshifted ``numerics.selector_attention`` must reject it.
+    """
+    row = results["attention_row_shift"]
+    rename = {s: sp.Symbol("a" + s.name[1:], real=True) for s in row.free_symbols if s.name.startswith("b_")}
+    return {"attention_column_shift": row.xreplace(rename)}
+
+
+@lru_cache(maxsize=None)
+def perturb_prop1_invariance(d: int = 2, H: int = 3, L: int = 2,
+                             perturbation: Perturbation = transposed_column_shift) -> Derivation:
+    """:func:`derive_prop1_invariance` with ``perturbation`` applied and ``column_shift_difference`` re-derived."""
+    def recheck(results):
+        residual = column_shift_residual(results["attention_column_shift"], d, H, L)
+        return Derivation(CLAIM, (), {}, {"column_shift_difference": residual})
+
+    return derive_prop1_invariance(d, H, L).perturbed(perturbation, recheck)
+
+
 def verify_prop1_invariance(rng, *, n_points: int = 20, d: int = 2, H: int = 3, L: int = 2,
-                            overrides=None) -> Verification:
+                            perturbation: Perturbation | None = None) -> Verification:
     """Evaluate the derived attention rows at random W, a, b and one-hot copies of random contexts.
 
     Compared with ``numerics.selector_attention``: the W + 1aᵀ row with the attention of the *unshifted* W
     (invariance) and the W + b1ᵀ row with the attention of W + b1ᵀ (the formula); the exhibited instance of
     a nonzero row-shift difference with the difference numerics computes there (slack
-    ``row_shift_instance_nonzero`` = ‖instance‖₁ − 1e-6 must be >= 0).
+    ``row_shift_instance_nonzero`` = ‖instance‖₁ − 1e-6 must be >= 0). ``perturbation``: verify the results of
+    :func:`perturb_prop1_invariance` instead (a negative control).
     """
     rng = check_rng(rng)
     n_points = check_positive_int(n_points, "n_points")
-    derivation = derive_prop1_invariance(d, H, L)
-    results = derivation.with_results(overrides)
+    derivation = (derive_prop1_invariance(d, H, L) if perturbation is None
+                  else perturb_prop1_invariance(d, H, L, perturbation=perturbation))
+    results = derivation.results
     W, a, b = weight_symbols(d)
     u = copy_symbols(d, L, H)
     free_u = [vec[i] for r in u for vec in r for i in range(d - 1)]

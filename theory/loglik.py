@@ -22,7 +22,8 @@ import sympy as sp
 import numerics
 from numerics._validate import check_positive_int, check_rng
 from numerics.claims import lemma4_terms
-from theory.derivation import Derivation, ErrorTracker, Verification, labelled, stochastic_matrix
+from theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, labelled,
+                                stochastic_matrix)
 
 CLAIM = "lemma4-loglik-gap"
 
@@ -65,7 +66,7 @@ def derive_lemma4_loglik_gap(d: int = 2) -> Derivation:
     expected_kl = sp.Add(*[R[a] * (Q[a, c] / R[a]) * sp.log((Q[a, c] / R[a]) / pi[a, c]) for a, c in cells])
     gap = loglik_parent - loglik_candidate
     decomposition = (mi_parent - mi_candidate) + expected_kl
-    residual = _split_logs(gap - decomposition)
+    residual = gap_residual({"gap": gap, "decomposition": decomposition})
 
     steps: tuple[tuple[str, sp.Basic | str], ...] = (
         (f"Joint of (x_{{h'}}, x_pa), d = {d}", labelled("r", r)),
@@ -82,8 +83,30 @@ def derive_lemma4_loglik_gap(d: int = 2) -> Derivation:
     return Derivation(CLAIM, steps, results, residuals={"gap_minus_decomposition": residual})
 
 
+def gap_residual(results) -> sp.Expr:
+    """LHS − RHS of Lemma 4 (``gap − decomposition``), logs split and expanded: the zero polynomial when it holds.
+
+    The derivation's own check, also applied to a perturbed decomposition.
+    """
+    return _split_logs(results["gap"] - results["decomposition"])
+
+
+def dropped_kl_term(results) -> dict[str, sp.Basic]:
+    """Negative control: the decomposition without its E KL(q ‖ π) term, I(x_h; x_pa) − I(x_h; x_{h'}) alone."""
+    return {"decomposition": results["mi_parent"] - results["mi_candidate"]}
+
+
+@lru_cache(maxsize=None)
+def perturb_lemma4_loglik_gap(d: int = 2, perturbation: Perturbation = dropped_kl_term) -> Derivation:
+    """:func:`derive_lemma4_loglik_gap` with ``perturbation`` applied and ``gap_minus_decomposition`` re-derived."""
+    def recheck(results):
+        return Derivation(CLAIM, (), {}, {"gap_minus_decomposition": gap_residual(results)})
+
+    return derive_lemma4_loglik_gap(d).perturbed(perturbation, recheck)
+
+
 def verify_lemma4_loglik_gap(rng, *, n_points: int = 20, d_values: tuple[int, ...] = (2, 3), H: int = 6,
-                             overrides=None) -> Verification:
+                             perturbation: Perturbation | None = None) -> Verification:
     """Compare every derived term with ``numerics`` on random kernels, trees and (parent, candidate) pairs.
 
     At each point: a random kernel (entries >= 0.01), a random tree on H positions, a random μ₀, a position h
@@ -91,12 +114,14 @@ def verify_lemma4_loglik_gap(rng, *, n_points: int = 20, d_values: tuple[int, ..
     ``numerics.pairwise_joint(h', pa(h))``; the independent side is ``numerics.claims.lemma4_terms`` on the
     joints ``pairwise_joint(pa, h)`` and ``pairwise_joint(h', h)`` (computed by the tree's lowest common
     ancestor, not through r). The slack ``gap_positive`` is the derived gap (Lemma 4 says > 0).
+    ``perturbation``: verify the results of :func:`perturb_lemma4_loglik_gap` instead (a negative control).
     """
     rng = check_rng(rng)
     n_points = check_positive_int(n_points, "n_points")
     fns = {}
     for d in d_values:
-        results = derive_lemma4_loglik_gap(d).with_results(overrides)
+        results = (derive_lemma4_loglik_gap(d) if perturbation is None
+                   else perturb_lemma4_loglik_gap(d, perturbation=perturbation)).results
         r, pi = joint_symbols(d), stochastic_matrix("pi", d)
         args = [*list(r)[:-1], *[pi[i, j] for i in range(d) for j in range(d - 1)]]
         fns[d] = {name: sp.lambdify(args, expr, "numpy") for name, expr in results.items()}
