@@ -14,7 +14,7 @@ BUDGET_S = 60.0
 
 def main() -> None:
     for name in theory.__all__:
-        if name.startswith("derive_"):
+        if name.startswith(("derive_", "perturb_")):
             getattr(theory, name).cache_clear()
     start = time.perf_counter()
     records = run_claims(CLAIMS, CheckContext(tier="quick", seed=0), kinds=["symbolic"])
