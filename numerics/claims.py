@@ -378,7 +378,8 @@ def lemma3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = LEMMA3_RAN
     Counts (keys of ``counts``): ``pairs``, ``degenerate`` (I(x_h; x_pa) ≤ MI_FLOOR), ``violations/<candidate>``,
     ``violations/<candidate>/ancestor``, ``pairs/ancestor``, ``lemma4/nonpositive_gap``; per init kind the
     same with a ``<kind>/`` prefix. Worst values: ``ratio``, ``excess/<candidate>`` (ratio − α),
-    ``lemma4/identity_error``, ``lemma4/negative_gap`` (minus the smallest gap).
+    ``lemma4/identity_error``, ``lemma4/negative_gap`` (minus the smallest gap), and
+    ``lemma4/identity_error_without_kl`` (the same comparison with the E KL term dropped: a negative control).
     """
     from tqdm import tqdm
 
@@ -466,6 +467,10 @@ def _score_lemma3_batch(result: SweepResult, members: list, compute_sdpi: bool) 
     result.add("lemma4/nonpositive_gap", int((candidate & (gap <= 0)).sum()))
     offer_largest("lemma4/identity_error", error, candidate)
     offer_largest("lemma4/negative_gap", -gap, candidate)
+    # the negative control of lemma4-loglik-gap: the identity with its E KL term dropped (a planted wrong
+    # formula), compared with the same left side; the check must find it wrong
+    offer_largest("lemma4/identity_error_without_kl", np.abs(gap - (terms["mi_parent"] - terms["mi_candidate"])),
+                  candidate)
 
 
 def _relation(pairs: dict, p: int) -> str:
@@ -493,89 +498,135 @@ def lemma3_check_pair(kernel, parents, h: int, h_prime: int, init=None) -> dict:
 # Theorem 3 sweep
 
 
+THM3_FORMS = ("exact", "approximate")
+
+
+def argmax_status(values, label: int) -> tuple[str, float]:
+    """The Theorem 3 decision rule: is candidate ``label`` the strict argmax of ``values``?
+
+    Returns ``(status, margin)``: margin = values[label] − the largest other value; status ``"tie"`` when
+    |margin| ≤ TIE_ATOL·max(1, max|values|) (zero-information kernels make every gradient zero), ``"violation"``
+    when the margin is below that, else ``"holds"``. The sweep applies it to the true parent and, as the negative
+    control, to a shuffled label (``thm3-init-gradient``).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    margin = float(values[label] - np.delete(values, label).max())
+    if abs(margin) <= TIE_ATOL * max(1.0, float(np.abs(values).max())):
+        return "tie", margin
+    return ("violation" if margin < 0 else "holds"), margin
+
+
 def thm3_check_position(kernel, parents, h: int, init=None) -> dict:
     """Exact and approximate init gradients at position h and whether the true parent is the largest.
 
-    ``margin_*`` = gradient of pa(h) − the largest other candidate's; a tie is |margin| ≤ TIE_ATOL
-    (zero-information kernels make every gradient zero), a violation is margin < −TIE_ATOL. Also
-    ``chi2_identity_error`` = |J(pa) − I_χ²(x_pa; x_h)| (``thm3-init-gradient``).
+    ``exact`` is the expectation with π̄ (enumerated), ``approximate`` = (1/h) J from pairwise joints
+    (:func:`numerics.gradient.chi2_gain`), ``enumerated_approximate`` the same approximate form by enumeration
+    over sequences (P(x_h) in place of π̄). ``margin_*`` = gradient of pa(h) − the largest other candidate's (see
+    :func:`argmax_status`). Identities (``thm3-init-gradient``): ``chi2_identity_error`` = |J(pa) − I_χ²(x_pa; x_h)|
+    and ``j_identity_error`` = max |enumerated_approximate − (1/h) J|.
     """
     from numerics.information import pairwise_joint
 
+    kernel = check_kernel(kernel, single=True)
     parents = check_parents(parents)
     if not 2 <= h < parents.shape[-1]:
         raise ValueError(f"h must be a position in 2..{parents.shape[-1] - 1} (at least two candidates); got {h}")
+    init = _resolve_init(kernel, init)  # once: the stationary law is otherwise recomputed by every call below
     exact = init_gradient(kernel, parents, h, init)  # (h,)
+    enumerated_approximate = init_gradient(kernel, parents, h, init, denominator="marginal")  # (h,)
     gain = chi2_gain(kernel, parents, h, init)  # (h,)
     parent = int(parents[h])
-    others = np.delete(np.arange(h), parent)
     chi2 = chi2_mutual_information(pairwise_joint(kernel, parents, parent, h, init))
     return {"h": h, "parent": parent, "exact": exact, "approximate": gain / h,
-            "margin_exact": float(exact[parent] - exact[others].max()),
-            "margin_approximate": float((gain[parent] - gain[others].max()) / h),
-            "chi2_identity_error": float(abs(gain[parent] - chi2)), "i_chi2": float(chi2)}
+            "enumerated_approximate": enumerated_approximate,
+            "margin_exact": argmax_status(exact, parent)[1], "margin_approximate": argmax_status(gain / h, parent)[1],
+            "chi2_identity_error": float(abs(gain[parent] - chi2)),
+            "j_identity_error": float(np.abs(enumerated_approximate - gain / h).max()), "i_chi2": float(chi2)}
 
 
 def thm3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = THM3_RANGES, quiet: bool = True) -> SweepResult:
     """Theorem 3 on instances ``start..stop-1``: for every position h >= 2 (h = 1 has one candidate) and both
     μ₀, is the true parent's expected init gradient the largest, exactly and in the approximate J form?
 
-    Counts: ``positions``, ``ties/<form>``, ``violations/<form>`` (and with a ``<kind>/`` prefix); worst:
-    ``negative_margin/<form>`` (minus the smallest margin among non-ties), ``chi2_identity_error``.
+    The negative control applies the same rule (:func:`argmax_status`) to a shuffled label: for each position a
+    candidate other than pa(h), drawn uniformly from the item's own generator, is claimed to be the parent.
+
+    Counts: ``positions``, ``ties/<form>``, ``violations/<form>`` (and with a ``<kind>/`` prefix); the control's
+    ``control/ties/<form>``, ``control/violations/<form>`` (and per kind); worst: ``negative_margin/<form>`` (minus
+    the smallest margin among non-ties; also per kind, ``<kind>/negative_margin/<form>``), ``chi2_identity_error``,
+    ``j_identity_error``.
     """
     from tqdm import tqdm
 
     result = SweepResult("thm3")
     for index in tqdm(range(start, stop), disable=quiet, desc="thm3 sweep"):
         instance = draw_instance(_item_rng(seed, _THM3_TAG, index), ranges)
+        shuffle = _item_rng(seed, _THM3_TAG, index, 1)  # the control's claimed parents, one per (μ₀, h)
         kernel, parents = instance["kernel"], instance["parents"]
         for kind in INIT_KINDS:
             init = None if kind == "stationary" else instance["init"]
             for h in range(2, instance["H"]):
                 out = thm3_check_position(kernel, parents, h, init)
+                claimed = int(shuffle.choice(np.delete(np.arange(h), out["parent"])))
                 result.add("positions")
                 result.add(f"{kind}/positions")
-                result.offer("chi2_identity_error", out["chi2_identity_error"], (index, kind, h),
-                             lambda: instance_record("thm3", kernel, parents, init, h=h, instance_index=index))
-                for form in ("exact", "approximate"):
-                    margin = out[f"margin_{form}"]
-                    scale = max(1.0, float(np.abs(out[form]).max()))
-                    if abs(margin) <= TIE_ATOL * scale:
-                        result.add(f"ties/{form}")
-                        result.add(f"{kind}/ties/{form}")
-                        continue
-                    if margin < 0:
-                        result.add(f"violations/{form}")
-                        result.add(f"{kind}/violations/{form}")
-                    result.offer(f"negative_margin/{form}", -margin, (index, kind, h),
-                                 lambda: instance_record("thm3", kernel, parents, init, h=h, form=form,
-                                                         margin=margin, instance_index=index, init_kind=kind))
+                for identity in ("chi2_identity_error", "j_identity_error"):
+                    result.offer(identity, out[identity], (index, kind, h),
+                                 lambda: instance_record("thm3", kernel, parents, init, h=h, instance_index=index))
+                for form in THM3_FORMS:
+                    for prefix, label in (("", out["parent"]), ("control/", claimed)):
+                        status, margin = argmax_status(out[form], label)
+                        if status == "tie":
+                            result.add(f"{prefix}ties/{form}")
+                            result.add(f"{prefix}{kind}/ties/{form}")
+                            continue
+                        if status == "violation":
+                            result.add(f"{prefix}violations/{form}")
+                            result.add(f"{prefix}{kind}/violations/{form}")
+                        if not prefix:
+                            for key in (f"negative_margin/{form}", f"{kind}/negative_margin/{form}"):
+                                result.offer(key, -margin, (index, kind, h),
+                                             lambda: instance_record("thm3", kernel, parents, init, h=h, form=form,
+                                                                     margin=margin, instance_index=index,
+                                                                     init_kind=kind))
     return result
 
 
-def thm3_monte_carlo(kernel, parents, h: int, n: int, *, rng, init=None) -> dict:
+def thm3_monte_carlo(kernel, parents, h: int, n: int, *, rng, init=None, form: str = "approximate",
+                     claimed: int | None = None) -> dict:
     """Monte Carlo init gradients at position h beyond the reach of enumeration (``thm3-init-gradient``).
 
     From n sampled prefixes x_0..x_h: the gradient estimate per candidate, and the paired estimate of
-    margin(h') = E[g_pa − g_{h'}] for every other candidate (one sample gives both terms, so the difference
-    has a smaller error than the two estimates separately); beside them the exact approximate form (1/h)J.
+    margin(h') = E[g_claimed − g_{h'}] for every other candidate (one sample gives both terms, so the difference
+    has a smaller error than the two estimates separately). ``form="approximate"`` (the paper's J form) divides by
+    the exact law P(x_h), so its expectation (1/h) J(h') is known exactly from pairwise joints at any size and each
+    estimate can be judged against it; ``form="exact"`` divides by π̄(x_h) (no exact value beyond enumeration).
+    ``claimed``: the candidate claimed to be the parent (default pa(h); another value is a negative control).
 
     Returns
     -------
     dict: ``gradient`` and ``margins`` :class:`Estimate` ((h,) and (h-1,)), ``others`` (the h' of each margin),
-    ``approximate`` (h,) exact, ``parent``.
+    ``approximate`` (h,) the exact (1/h) J, ``parent``, ``claimed``.
     """
     from numerics.gradient import approximate_init_gradient, init_gradient_samples
+    from numerics.information import marginal
 
     kernel = check_kernel(kernel)
     parents = check_parents(parents)
     n = check_positive_int(n, "n", 2)
-    tokens = sample_chains(kernel, parents[: h + 1], n, rng=rng, init=init)  # (n, h+1)
-    samples = init_gradient_samples(kernel, tokens)  # (n, h)
+    if form not in THM3_FORMS:
+        raise ValueError(f"form must be one of {THM3_FORMS}; got {form!r}")
     parent = int(parents[h])
-    others = np.delete(np.arange(h), parent)
-    return {"gradient": mean_estimate(samples), "margins": mean_estimate(samples[:, [parent]] - samples[:, others]),
-            "others": others, "parent": parent, "approximate": approximate_init_gradient(kernel, parents, h, init)}
+    claimed = parent if claimed is None else int(claimed)
+    if not 0 <= claimed < h:
+        raise ValueError(f"claimed must be a candidate in 0..{h - 1}; got {claimed}")
+    law = marginal(kernel, parents, h, init) if form == "approximate" else None  # (d,) P(x_h)
+    tokens = sample_chains(kernel, parents[: h + 1], n, rng=rng, init=init)  # (n, h+1)
+    samples = init_gradient_samples(kernel, tokens, law)  # (n, h)
+    others = np.delete(np.arange(h), claimed)
+    return {"gradient": mean_estimate(samples), "margins": mean_estimate(samples[:, [claimed]] - samples[:, others]),
+            "others": others, "parent": parent, "claimed": claimed,
+            "approximate": approximate_init_gradient(kernel, parents, h, init)}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -586,16 +637,19 @@ def thm3_monte_carlo(kernel, parents, h: int, n: int, *, rng, init=None) -> dict
 THM2_BLOCK = 500
 
 
-def hoeffding_bound(L, gap, eps) -> np.ndarray:
+def hoeffding_bound(L, gap, eps, exponent_factor: float = 1.0) -> np.ndarray:
     """exp(−L Δ² / (2 log²(1/ε))): Hoeffding's bound on P(score(pa) ≤ score(h')) (``thm2-consistency``).
 
     Each example contributes log π(x_h|x_pa) − log π(x_h|x_{h'}) ∈ [log ε, log(1/ε)], an interval of width
-    2 log(1/ε), with mean Δ (the Lemma 4 gap). Broadcasts over L and gap.
+    2 log(1/ε), with mean Δ (the Lemma 4 gap). Broadcasts over L and gap. ``exponent_factor`` multiplies the
+    exponent: a factor > 1 is a bound that does not follow from Hoeffding (the negative control of
+    ``thm2-consistency`` uses 4, i.e. the bound to the fourth power).
     """
     if not 0.0 < eps < 1.0:
         raise ValueError(f"eps must be in (0, 1) (the kernel's smallest entry); got {eps}")
     gap = np.asarray(gap, dtype=np.float64)
-    return np.exp(-np.asarray(L, dtype=np.float64) * np.maximum(gap, 0.0) ** 2 / (2.0 * np.log(1.0 / eps) ** 2))
+    exponent = np.asarray(L, dtype=np.float64) * np.maximum(gap, 0.0) ** 2 / (2.0 * np.log(1.0 / eps) ** 2)
+    return np.exp(-exponent_factor * exponent)
 
 
 def thm2_counts_chunk(seed, kernel, parents, Ls, block_start: int, block_stop: int, init=None) -> dict:

@@ -9,6 +9,9 @@ p̂ = 0 (A uniform, f = π̄ the mean of π(x_h | x_k) over the candidates)
 :func:`init_gradient` is the expectation of this over x_0..x_h drawn from the tree (exactly by enumeration,
 or by Monte Carlo). :func:`chi2_gain` is the approximate form: π̄ replaced by the marginal law P(x_h), which
 gives E = (1/h) J(h') with J(h') = E[π(x_h | x_{h'}) / P(x_h)] − 1 and J(pa(h)) = I_χ²(x_pa(h); x_h).
+``denominator="marginal"`` in :func:`init_gradient` and :func:`init_gradient_samples` computes that approximate
+form by the same enumeration (or sampling) as the exact one, so "E = (1/h) J" is checked between two independent
+computations (enumeration over sequences here, pairwise joints in :func:`chi2_gain`).
 """
 from __future__ import annotations
 
@@ -35,26 +38,33 @@ def _validate(kernel, parents, h: int, init):
     return kernel, parents, h, init
 
 
-def init_gradient_samples(kernel, tokens) -> np.ndarray:
+def init_gradient_samples(kernel, tokens, law=None) -> np.ndarray:
     """−∂ℓ/∂p̂_{h'} at p̂ = 0 for each sampled prefix x_0..x_h (``thm3-init-gradient``).
 
     Parameters
     ----------
     kernel : (d, d) with ``kernel[i, j] = π(j | i)``.
     tokens : (n, h+1) int tokens x_0..x_h (the last column is the predicted token x_h).
+    law : (d,) or None. None: the exact gradient, with π̄(x_h) (the mixture at uniform attention) in the
+        denominator. A law P(x_h): the approximate form of the paper, P(x_h) in place of π̄(x_h).
 
     Returns
     -------
-    (n, h) float64: (1/h)(π(x_h | x_{h'}) / π̄(x_h) − 1) for h' = 0..h-1; each row sums to 0.
+    (n, h) float64: (1/h)(π(x_h | x_{h'}) / π̄(x_h) − 1) for h' = 0..h-1 (each row sums to 0), or with
+    P(x_h) in the denominator.
     """
     tokens = np.asarray(tokens)
     h = tokens.shape[-1] - 1
     likelihood = kernel[tokens[:, :h], tokens[:, h:]]  # (n, h): π(x_h | x_{h'}) for every candidate h'
-    mean_likelihood = likelihood.mean(axis=1, keepdims=True)  # (n, 1): π̄(x_h), the mixture at uniform A
-    return (likelihood / mean_likelihood - 1.0) / h
+    if law is None:
+        denominator = likelihood.mean(axis=1, keepdims=True)  # (n, 1): π̄(x_h), the mixture at uniform A
+    else:
+        denominator = np.asarray(law, dtype=np.float64)[tokens[:, h:]]  # (n, 1): P(x_h)
+    return (likelihood / denominator - 1.0) / h
 
 
-def init_gradient(kernel, parents, h: int, init=None, method: str = "exact", n: int = 100_000, rng=None):
+def init_gradient(kernel, parents, h: int, init=None, method: str = "exact", n: int = 100_000, rng=None,
+                  denominator: str = "mixture"):
     """Expected −∂ℓ/∂p̂_{h'} at initialisation over the h candidates h' = 0..h-1 (SPEC §5, ``thm3-init-gradient``).
 
     Parameters
@@ -68,6 +78,8 @@ def init_gradient(kernel, parents, h: int, init=None, method: str = "exact", n: 
         prefixes.
     n : number of Monte Carlo samples.
     rng : numpy Generator (required for "monte-carlo").
+    denominator : "mixture" (π̄(x_h), the gradient itself) or "marginal" (the exact law P(x_h) in its place:
+        the approximate form, whose expectation is (1/h) J(h'), :func:`chi2_gain`).
 
     Returns
     -------
@@ -76,6 +88,9 @@ def init_gradient(kernel, parents, h: int, init=None, method: str = "exact", n: 
     """
     kernel, parents, h, init = _validate(kernel, parents, h, init)
     prefix = parents[: h + 1]
+    if denominator not in ("mixture", "marginal"):
+        raise ValueError(f"denominator must be 'mixture' or 'marginal'; got {denominator!r}")
+    law = None if denominator == "mixture" else marginal(kernel, parents, h, init)  # (d,) P(x_h)
     if method == "exact":
         d = kernel.shape[0]
         if d ** (h + 1) > MAX_SEQUENCES:
@@ -90,13 +105,13 @@ def init_gradient(kernel, parents, h: int, init=None, method: str = "exact", n: 
             weights = np.exp(sequence_log_likelihood(kernel, prefix, block, init))  # (b,)
             # impossible configurations (kernel or init zeros) may have π̄(x_h) = 0: they carry no weight
             possible = weights > 0
-            total += weights[possible] @ init_gradient_samples(kernel, block[possible])  # (h,)
+            total += weights[possible] @ init_gradient_samples(kernel, block[possible], law)  # (h,)
         return total
     if method == "monte-carlo":
         n = check_positive_int(n, "n", 2)
         rng = check_rng(rng)
         tokens = sample_chains(kernel, prefix, n, rng=rng, init=init)  # (n, h+1)
-        return mean_estimate(init_gradient_samples(kernel, tokens))
+        return mean_estimate(init_gradient_samples(kernel, tokens, law))
     raise ValueError(f"method must be 'exact' or 'monte-carlo'; got {method!r}")
 
 

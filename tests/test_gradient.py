@@ -61,7 +61,7 @@ def test_exact_init_gradient_equals_brute_force_derivative(case):
     assert _matches_brute_force(*_case(*case))
 
 
-def _reversed_order(kernel, tokens):
+def _reversed_order(kernel, tokens, law=None):
     # planted bug: π(x_{h'} | x_h) instead of π(x_h | x_{h'})
     tokens = np.asarray(tokens)
     h = tokens.shape[-1] - 1
@@ -69,13 +69,13 @@ def _reversed_order(kernel, tokens):
     return (likelihood / likelihood.mean(axis=1, keepdims=True) - 1.0) / h
 
 
-def _dropped_one_over_h(kernel, tokens):
+def _dropped_one_over_h(kernel, tokens, law=None):
     # planted bug: the 1/h factor of the uniform attention's derivative is missing
     h = np.asarray(tokens).shape[-1] - 1
-    return h * init_gradient_samples(kernel, tokens)
+    return h * init_gradient_samples(kernel, tokens, law)
 
 
-def _mean_with_marginal(kernel, tokens):
+def _mean_with_marginal(kernel, tokens, law=None):
     # planted bug: the mean over candidates replaced by a column mean of π (not the mixture at uniform A)
     tokens = np.asarray(tokens)
     h = tokens.shape[-1] - 1
@@ -97,6 +97,28 @@ def test_monte_carlo_init_gradient_is_within_its_stated_error(case):
     z = (mc.estimate - exact) / mc.stderr
     # h coordinates of one run: |z| < 4 for all of them fails with probability < h·6e-5
     assert np.all(np.abs(z) < 4), z
+
+
+@given(bst.instances(min_d=2, max_d=3, min_H=3, max_H=5, min_eps=0.01), st.data())
+@settings(max_examples=20)
+def test_enumerated_marginal_form_equals_j_from_pairwise_joints(instance, data):
+    # thm3-init-gradient as the paper writes it: with P(x_h) in place of π̄, the expectation by enumeration over
+    # every sequence (numerics.gradient.init_gradient) equals (1/h) J from pairwise joints (chi2_gain), two
+    # independent computations
+    kernel, parents, init = instance
+    h = data.draw(st.integers(1, parents.shape[0] - 1))
+    enumerated = init_gradient(kernel, parents, h, init, denominator="marginal")
+    np.testing.assert_allclose(enumerated, chi2_gain(kernel, parents, h, init) / h, atol=1e-13)
+
+
+def test_marginal_form_monte_carlo_is_within_its_stated_error_and_bad_denominators_are_refused():
+    kernel, parents, h, init = _case(*CASES[1])
+    mc = init_gradient(kernel, parents, h, init, method="monte-carlo", n=40_000, rng=np.random.default_rng(10),
+                       denominator="marginal")
+    z = (mc.estimate - approximate_init_gradient(kernel, parents, h, init)) / mc.stderr
+    assert np.all(np.abs(z) < 4), z  # h = 4 coordinates: a false alarm has probability < 3e-4
+    with pytest.raises(ValueError, match="denominator"):
+        init_gradient(kernel, parents, h, init, denominator="uniform")
 
 
 @given(bst.instances(min_d=2, max_d=3, min_H=3, max_H=5, min_eps=0.01), st.data())
