@@ -129,7 +129,8 @@ def claim_record(claim: Claim, records: list[dict]) -> dict:
     reasons = sorted({r["reason"] for r in deciding if r["verdict"] in ("inconclusive", "error") and r["reason"]})
     assumptions = list(dict.fromkeys(a for r in deciding if r["reading"] == "reproduction" for a in r["assumptions"]))
     findings = [{**f, "check": f"{r['kind']}:{r['function']}"} for r in records for f in r["findings"]]
-    return {"id": claim.id, "paper": claim.paper, "statement": claim.statement, "verdict": verdict,
+    return {"id": claim.id, "section": claim.section, "paper": claim.paper, "statement": claim.statement,
+            "verdict": verdict,
             "reasons": reasons, "assumptions": assumptions,
             "reproduction": any(r["reading"] == "reproduction" for r in deciding), "findings": findings,
             "checks": records}
@@ -300,6 +301,18 @@ VERDICT_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", 
 REPRODUCTION_MARK = {"pass": "REPRODUCED", "fail": "NOT REPRODUCED"}
 
 
+BEYOND_TITLE = "Beyond the paper"
+BEYOND_TEXT = ("Our extensions (`ext-*`), not the paper's claims: the k-parent DAG task of the paper's open question 1, "
+               "with the same readings and controls as the rest. `footnote1-selective-induction` is the paper's own "
+               "claim about another task (its footnote 1). A FAIL here answers a question of ours, not the paper's.")
+
+
+def _starts_beyond(claims: list[dict], claim: dict) -> bool:
+    """Is ``claim`` the first of the "beyond" section (after at least one of the paper's claims or alone)?"""
+    beyond = [c for c in claims if c.get("section") == "beyond"]
+    return bool(beyond) and claim is beyond[0]
+
+
 def verdict_label(claim: dict) -> str:
     """The claim's verdict as the summary shows it.
 
@@ -373,9 +386,13 @@ def render_markdown(results: dict) -> str:
     for claim in results["claims"]:
         checks = ", ".join(f"{c['kind']} ({c['reading']}): {c['verdict']}" for c in claim["checks"]) or "none"
         findings = "<br>".join(finding_line(f) for f in claim["findings"]) or "—"
+        if _starts_beyond(results["claims"], claim):
+            lines.append(f"| **{BEYOND_TITLE}** | | | | |")
         lines.append(f"| [`{claim['id']}`](#{claim['id']}) | {verdict_label(claim)} | {findings} | "
                      f"{control_counts(claim)} | {checks} |")
     for claim in results["claims"]:
+        if _starts_beyond(results["claims"], claim):
+            lines += ["", f"# {BEYOND_TITLE}", "", BEYOND_TEXT]
         lines += ["", f"## {claim['id']}", "", f"**Verdict: {verdict_label(claim)}**", "",
                   f"*Paper:* {claim['paper']}", "", f"*Statement checked:* {claim['statement']}"]
         if claim["findings"]:
@@ -478,11 +495,16 @@ def render_html(results: dict, figures_dir=None) -> str:
             f"<a href='#{_anchor(claim['id'], i, c['kind'])}'>{e(c['kind'])}</a> ({e(c['reading'])}): "
             f"<span class='{c['verdict']}'>{e(c['verdict'])}</span>" for i, c in enumerate(claim["checks"])) or "none"
         findings = "<br>".join(e(finding_line(f)) for f in claim["findings"]) or "—"
+        if _starts_beyond(results["claims"], claim):
+            parts.append(f"<tr><th colspan='5'><a href='#beyond'>{e(BEYOND_TITLE)}</a></th></tr>")
         parts.append(f"<tr><td><a href='#{_anchor(claim['id'])}'>{e(claim['id'])}</a></td>"
                      f"<td class='{claim['verdict']}'>{e(verdict_label(claim))}</td><td>{findings}</td>"
                      f"<td>{e(control_counts(claim))}</td><td>{checks}</td></tr>")
     parts.append("</table>")
     for claim in results["claims"]:
+        if _starts_beyond(results["claims"], claim):
+            parts += [f"<h1 id='beyond'>{e(BEYOND_TITLE)}</h1>",
+                      "<p>" + e(BEYOND_TEXT).replace("`", "") + "</p>"]
         parts += [f"<h2 id='{_anchor(claim['id'])}'>{e(claim['id'])} — <span class='{claim['verdict']}'>"
                   f"{e(verdict_label(claim))}</span></h2>", f"<p><i>Paper:</i> {e(claim['paper'])}</p>",
                   f"<p><i>Statement checked:</i> {e(claim['statement'])}</p>"]

@@ -375,3 +375,18 @@ def test_bad_arguments_of_the_information_functions_raise_value_errors_naming_th
         nm.dag_lemma4_monte_carlo(kernels, parent_sets, 4, (0, 1), 10, rng=None)
     with pytest.raises(ValueError, match="n_instances must be an integer >= 1"):
         nm.dag_lemma3_sweep(0, 0)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The 2-simplicial construction (Theorem 1 for sets)
+
+
+def test_construction_derivation_holds_and_the_transposed_table_breaks_it():
+    # Reference: the residuals of theory.dag.derive_dag_construction (exactly 0 for T = log π_2; the posterior
+    # residuals not 0 when T reads the parents in the wrong order; the slope identity holds for any T).
+    from theory.dag import derive_dag_construction, transposed_log_table
+
+    real = derive_dag_construction()
+    assert real.identities_hold
+    wrong = derive_dag_construction(transposed_log_table).status()
+    assert [k for k, ok in wrong.items() if not ok] == [f"residual posterior_minus_softmax_{c} = 0" for c in range(3)]
