@@ -463,7 +463,9 @@ def _embedded_image(figures_dir, name: str) -> str:
         source = f"data:image/png;base64,{data}"
     else:  # rendering from results alone (no figure files at hand): point at the report's figures/ folder
         source = f"figures/{e(name)}"
-    return (f"<figure><img src='{source}' alt='{e(name)}'><figcaption>figures/{e(name)}</figcaption></figure>")
+    vector = Path(name).with_suffix(".svg").name
+    return (f"<figure><img src='{source}' alt='{e(name)}'><figcaption>figures/{e(name)} (vector copy: "
+            f"figures/{e(vector)})</figcaption></figure>")
 
 
 def _anchor(*parts) -> str:

@@ -235,6 +235,31 @@ class CheckContext:
         return self.figures_dir / filename
 
 
+#: Resolution of every report figure (PNG); each also gets a vector copy (SVG) for papers.
+FIGURE_DPI = 150
+
+
+def new_figure(*args, **kwargs):
+    """``matplotlib.pyplot.subplots`` on the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
+
+
+def save_figure(fig, path) -> None:
+    """Save ``fig`` as PNG at :data:`FIGURE_DPI` and as SVG beside it, both byte-reproducible, then close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    with plt.rc_context({"svg.hashsalt": "bma-verify"}):  # fixed ids: the same figure gives the same SVG bytes
+        fig.savefig(path.with_suffix(".png"), dpi=FIGURE_DPI, metadata={"Software": None})
+        fig.savefig(path.with_suffix(".svg"), metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+
+
 def verdict_from_interval(low: float, high: float, bound: float, *, below: bool = True) -> str:
     """Verdict of a Monte Carlo claim 'value <= bound' (``below``) or 'value >= bound' from an interval.
 

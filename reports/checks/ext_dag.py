@@ -40,7 +40,7 @@ from numerics.dag_information import (INIT_KINDS, LEMMA3_SET_CANDIDATES, MI_FLOO
                                       dag_lemma4_monte_carlo, dag_lemma4_terms, dag_thm3_check_position,
                                       draw_dag_instance, kernel_constants, overlap_ratio_one_instance)
 from numerics.task import random_kernel, random_parents, sample_task
-from reports.core import CheckContext, CheckOutcome, Control, Finding, Table
+from reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
 
 SIZES = {
     "quick": {"posterior_contexts": 10, "tree_contexts": 4, "lemma4_instances": 30, "lemma3_instances": 300,
@@ -100,20 +100,10 @@ def _size(ctx: CheckContext, key: str) -> int:
     return SIZES[ctx.tier][key]
 
 
-def _figure(*args, **kwargs):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(*args, **kwargs)
 
 
 def _save(fig, ctx: CheckContext, filename: str) -> str:
-    import matplotlib.pyplot as plt
-
-    fig.savefig(ctx.figure_path(filename), dpi=80, metadata={"Software": None})
-    plt.close(fig)
+    save_figure(fig, ctx.figure_path(filename))  # PNG at FIGURE_DPI and an SVG copy
     return filename
 
 
@@ -564,7 +554,7 @@ def ext_dag_lemma3_sets(ctx: CheckContext) -> CheckOutcome:
             rows.append([name, relation, entry["checked"], entry["violations"],
                          f"{excess:.4f}" if np.isfinite(excess) else "–", findings[-1].status])
     largest = {rel: sweep["largest_ratio"][rel]["value"] for rel in ("disjoint", "overlapping")}
-    fig, axes = _figure(1, 2, figsize=(9, 3.4), sharey=False)
+    fig, axes = new_figure(1, 2, figsize=(9, 3.4), sharey=False)
     centres = 0.5 * (RATIO_EDGES[:-1] + RATIO_EDGES[1:])
     for ax, relation in zip(axes, ("disjoint", "overlapping")):
         ax.bar(centres, sweep["histograms"][relation], width=RATIO_EDGES[1] - RATIO_EDGES[0], color="0.4")
@@ -826,7 +816,7 @@ def ext_dag_construction_model(ctx: CheckContext) -> CheckOutcome:
                       "judged by the same rule", {"final_errors": [c["final_error"] for c in control_cases],
                                                   "rates": [c["rate"] for c in control_cases]},
                       rejected=control_verdict != "pass")
-    fig, ax = _figure(figsize=(6, 3.5))
+    fig, ax = new_figure(figsize=(6, 3.5))
     for c in cases:
         ax.semilogy(CONSTRUCTION_BETAS, np.maximum(c["posterior_error"], 1e-17), "o-",
                     label=f"k={c['k']}, d={c['d']}, H={c['H']}, L={c['L']}")

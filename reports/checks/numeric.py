@@ -31,7 +31,8 @@ from numerics.claims import (HISTOGRAM_EDGES, INIT_KINDS, LEMMA3_RANGES, MI_FLOO
                              thm3_monte_carlo, thm3_sweep_chunk, wilson_interval)
 from numerics.enumeration import brute_force_parent_posterior
 from numerics.task import random_kernel, random_parents, sample_chains
-from reports.core import CheckContext, CheckOutcome, Control, Finding, Table, jsonable, verdict_from_interval
+from reports.core import (CheckContext, CheckOutcome, Control, Finding, Table, jsonable, new_figure, save_figure,
+                          verdict_from_interval)
 from reports.search import KNOWN_COUNTEREXAMPLES, check_instance, run_search
 
 SIZES = {
@@ -95,20 +96,10 @@ def _size(ctx: CheckContext, key: str) -> int:
 
 
 def _save(fig, ctx: CheckContext, filename: str) -> str:
-    fig.savefig(ctx.figure_path(filename), dpi=80, metadata={"Software": None})
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    save_figure(fig, ctx.figure_path(filename))  # PNG at FIGURE_DPI and an SVG copy
     return filename
 
 
-def _figure(*args, **kwargs):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(*args, **kwargs)
 
 
 def _chunks(n: int, size: int) -> list[tuple[int, int]]:
@@ -288,7 +279,7 @@ def lemma3_strict_dpi_exact(ctx: CheckContext) -> CheckOutcome:
     control = Control("the copy kernel π = I (ε = 0, outside the hypothesis) on the chain x_0 → x_1 → x_2, μ₀ "
                       "uniform, where I(x_2; x_0) = I(x_2; x_1) = log 2", {"max_ratio": control_ratio},
                       rejected=_decide_ratio(control_ratio) != "pass")
-    fig, ax = _figure(figsize=(6, 3.2))
+    fig, ax = new_figure(figsize=(6, 3.2))
     ax.stairs(result.histograms["ratio"], HISTOGRAM_EDGES, label="sweep pairs")
     ax.axvline(1.0, color="k", lw=0.8, label="1 (α must be below)")
     ax.axvline(max_ratio, color="C3", ls="--", lw=0.8, label=f"largest ratio {max_ratio:.4f}")
@@ -397,7 +388,7 @@ def lemma3_alpha_candidates(ctx: CheckContext) -> CheckOutcome:
     centres = 0.5 * (HISTOGRAM_EDGES[1:] + HISTOGRAM_EDGES[:-1])
     mean_ratio_over_alpha = {name: float(result.histograms[f"ratio_over_alpha/{name}"] @ centres / max(pairs, 1))
                              for name in CANDIDATE_LABELS}
-    fig, ax = _figure(figsize=(6, 3.5))
+    fig, ax = new_figure(figsize=(6, 3.5))
     for name in CANDIDATE_LABELS:
         ax.stairs(result.histograms[f"ratio_over_alpha/{name}"], HISTOGRAM_EDGES, label=name)
     ax.axvline(1.0, color="k", lw=0.8)
@@ -667,7 +658,7 @@ def thm2_consistency(ctx: CheckContext) -> CheckOutcome:
     blocks = _size(ctx, "thm2_blocks")
     measured, verdicts, control_verdicts, rows = {}, [], [], []
     control_cells = {}
-    fig, axes = _figure(1, 2, figsize=(9, 3.5), sharey=True)
+    fig, axes = new_figure(1, 2, figsize=(9, 3.5), sharey=True)
     for ax, (name, (kernel, parents, L_values)) in zip(axes, instances.items()):
         out = thm2_error_rates(ctx.seed_for(f"thm2-consistency/{name}"), kernel, parents, L_values, blocks)
         Ls = np.asarray(L_values)[:, None]
@@ -755,6 +746,7 @@ def _thm3_bars(ax, out: dict, forms: dict, title: str) -> None:
     ax.axvline(out["parent"], color="k", lw=0.8, ls="--")
     ax.axhline(0.0, color="k", lw=0.5)
     ax.set_xlabel("candidate h' (dashed: true parent)")
+    ax.set_xticks(positions)  # candidates are integers
     ax.set_title(title, fontsize=9)
 
 
@@ -788,7 +780,7 @@ def thm3_init_gradient_exact(ctx: CheckContext) -> CheckOutcome:
     kernel = random_kernel(3, eps=0.05, rng=rng)
     parents = np.array([-1, 0, 1, 1, 0, 2, 4])
     init = rng.dirichlet(np.ones(3))
-    fig, axes = _figure(1, 2, figsize=(8, 3.2), sharey=True)
+    fig, axes = new_figure(1, 2, figsize=(8, 3.2), sharey=True)
     forms = {"approximate": "(1/h) J, pairwise joints", "enumerated_approximate": "enumerated with P(x_h)"}
     for ax, (name, mu0) in zip(axes, (("stationary μ₀", None), ("non-stationary μ₀", init))):
         _thm3_bars(ax, thm3_check_position(kernel, parents, 6, mu0), forms, name)
@@ -856,7 +848,7 @@ def thm3_init_gradient_exact_pibar(ctx: CheckContext) -> CheckOutcome:
     figures = []
     if shown is not None:
         kernel, parents = np.array(shown["kernel"]), np.array(shown["parents"])
-        fig, axes = _figure(1, 2, figsize=(8, 3.2), sharey=True)
+        fig, axes = new_figure(1, 2, figsize=(8, 3.2), sharey=True)
         forms = {"exact": "exact (π̄)", "approximate": "(1/h) J"}
         for ax, (name, mu0) in zip(axes, ((f"μ₀ = {shown['init']}", np.array(shown["init"])),
                                           ("stationary μ₀", None))):
