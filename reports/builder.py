@@ -213,6 +213,7 @@ def build_report(tier: str, out_dir, *, seed: int = 0, claims: Iterable[str] | N
             env = environment()
         results = {
             "tier": tier, "seed": seed, "package_version": _package_version(),
+            "units": "nats (natural logs) for every information quantity and loss",
             "started": started.isoformat(timespec="seconds"), "seconds": round(time.perf_counter() - t0, 3),
             "environment": env,
             "config": {"tier": tier, "seed": seed, "claims": [c.id for c in selected], "jobs": jobs,
