@@ -1,6 +1,7 @@
-"""The paper's figures from trained runs (matplotlib, Agg backend, deterministic PNG bytes, dpi <= 100).
+"""The paper's figures from trained runs (matplotlib, Agg backend, deterministic bytes).
 
-Each function saves one PNG and returns its path. Claim ids served: ``exp-fig2-attention``,
+Each function saves one PNG at ``DPI`` and a vector (SVG) copy beside it, and returns the PNG's path. Every axis is
+labelled (losses in nats), every heat map has a colour bar. Claim ids served: ``exp-fig2-attention``,
 ``exp-fig3-parameters``, ``exp-fig5-generalization``, ``exp-fig6-column-alignment``, ``exp-robustness``.
 """
 from __future__ import annotations
@@ -18,19 +19,30 @@ import numerics  # noqa: E402
 from model.analysis import softmax, copier_summary, effective_selector_matrices  # noqa: E402
 from model.training import model_outputs  # noqa: E402
 
-DPI = 80
+DPI = 150
 
 
 def _save(fig, path) -> str:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})
+    with plt.rc_context({"svg.hashsalt": "bma-verify"}):  # fixed ids: the same figure gives the same SVG bytes
+        fig.savefig(path, dpi=DPI, metadata={"Software": None})
+        fig.savefig(path.with_suffix(".svg"), metadata={"Date": None, "Creator": None})
     plt.close(fig)
     return str(path)
 
 
+def _integer_ticks(ax) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=7, integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=7, integer=True))
+
+
 def attention_heatmaps(model, kernel, batch, path, n: int = 3) -> str:
-    """A^(2) of the model (top) and the BMA posterior (bottom) for ``n`` contexts; true parents as red dots."""
+    """A^(2) of the model (top) and the BMA posterior (bottom) for ``n`` contexts; true parents as red dots.
+
+    Rows are query positions h, columns key positions h' < h; colour = attention weight (a probability)."""
     context, query, parents = batch.context[:n], batch.query[:n], batch.parents[:n]
     attention, _ = model_outputs(model, context, query)
     posterior = numerics.parent_posterior(kernel, context)
@@ -39,12 +51,15 @@ def attention_heatmaps(model, kernel, batch, path, n: int = 3) -> str:
     for i in range(n):
         for row, (mat, title) in enumerate(((attention[i], "model A^(2)"), (posterior[i], "BMA posterior"))):
             ax = axes[row, i]
-            ax.imshow(mat, vmin=0, vmax=1, cmap="viridis")
-            ax.scatter(parents[i, 1:], np.arange(1, H), c="red", s=12, marker="o")
+            image = ax.imshow(mat, vmin=0, vmax=1, cmap="viridis")
+            ax.scatter(parents[i, 1:], np.arange(1, H), c="red", s=12, marker="o",
+                       label="true parent pa(h)" if (row, i) == (0, 0) else None)
             ax.set_title(f"{title}, context {i}", fontsize=8)
-            ax.set_xlabel("key h'", fontsize=7)
-            ax.set_ylabel("query h", fontsize=7)
-    fig.tight_layout()
+            ax.set_xlabel("key position h'", fontsize=7)
+            ax.set_ylabel("query position h", fontsize=7)
+            _integer_ticks(ax)
+    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight on h'")
+    fig.legend(loc="lower center", fontsize=7, frameon=False)
     return _save(fig, path)
 
 
@@ -60,9 +75,11 @@ def training_curves(metrics: dict, path) -> str:
     if "logit_floor_loss" in metrics:
         axes[1].axhline(metrics["logit_floor_loss"], color="m", ls="-.", label="logit-rule floor")
     axes[0].set_yscale("log")
+    axes[0].set_ylabel("parent-selection loss L_pa (nats)")
+    axes[1].set_ylabel("query loss (nats/token)")
     for ax in axes:
-        ax.set_xlabel("step")
-        ax.legend(fontsize=7)
+        ax.set_xlabel("training step")
+        ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     return _save(fig, path)
 
@@ -74,25 +91,32 @@ def parameter_figure(model, kernel, L: int, H: int, path) -> str:
     W_KQ = model.W_KQ.detach().double().cpu().numpy()
     sigma_ov = torch.softmax(model.W_OV.detach().double(), dim=-1).cpu().numpy()
     max_H = model.config.max_H
-    fig, axes = plt.subplots(1, 5, figsize=(17, 3.5))
-    axes[0].imshow(w_H, aspect="auto", cmap="coolwarm",
-                   extent=(-(max_H - 1) - 0.5, max_H - 1 + 0.5, w_H.shape[0] - 0.5, -0.5))
-    axes[0].set_title("w_H (head × offset h−h')", fontsize=8)
-    axes[1].imshow(w_L, aspect="auto", cmap="coolwarm")
-    axes[1].set_title("w_L (head × offset l−l')", fontsize=8)
-    axes[2].imshow(W_KQ, cmap="coolwarm")
-    axes[2].set_title("W_KQ (Kd × Kd)", fontsize=8)
-    axes[3].imshow(sigma_ov, vmin=0, vmax=1)
-    axes[3].set_title("σ(W_OV)", fontsize=8)
-    axes[4].imshow(kernel, vmin=0, vmax=1)
-    axes[4].set_title("π", fontsize=8)
+    fig, axes = plt.subplots(1, 5, figsize=(14, 3.2))  # 150 dpi: under 300 kB (W_KQ is a noisy 120×120 map)
+    panels = [
+        (axes[0].imshow(w_H, aspect="auto", cmap="coolwarm",
+                        extent=(-(max_H - 1) - 0.5, max_H - 1 + 0.5, w_H.shape[0] - 0.5, -0.5)),
+         "w_H", "position offset h − h'", "copier head", "RPE weight"),
+        (axes[1].imshow(w_L, aspect="auto", cmap="coolwarm"), "w_L", "example offset l − l'", "copier head",
+         "RPE weight"),
+        (axes[2].imshow(W_KQ, cmap="coolwarm"), "W_KQ (Kd × Kd)", "key slot × state", "query slot × state", "weight"),
+        (axes[3].imshow(sigma_ov, vmin=0, vmax=1), "σ(W_OV)", "child state j", "parent state i", "probability"),
+        (axes[4].imshow(kernel, vmin=0, vmax=1), "π (the run's kernel)", "child state j", "parent state i",
+         "probability"),
+    ]
+    for ax, (image, title, xlabel, ylabel, bar) in zip(axes, panels):
+        ax.set_title(title, fontsize=8)
+        ax.set_xlabel(xlabel, fontsize=7)
+        ax.set_ylabel(ylabel, fontsize=7)
+        _integer_ticks(ax)
+        fig.colorbar(image, ax=ax, shrink=0.8, label=bar)
     fig.tight_layout()
     return _save(fig, path)
 
 
 def generalization_grid(metrics_by_run: dict, path) -> str:
-    """fig5: L_pa^{L'} of each trained model and of BMA against the test L'."""
-    fig, ax = plt.subplots(figsize=(6, 4))
+    """fig5: L_pa^{L'} of each trained model and of BMA against the test L' (left), and the paper-style heat map of
+    L_pa^{L'} − BMA's over training L × test L' (right)."""
+    fig, (ax, heat) = plt.subplots(1, 2, figsize=(12, 4))
     bma_drawn = False
     for label, metrics in metrics_by_run.items():
         rows = metrics["by_test_L"]
@@ -101,10 +125,21 @@ def generalization_grid(metrics_by_run: dict, path) -> str:
         if not bma_drawn:
             ax.plot(Ls, [rows[str(L)]["bma_parent_loss"] for L in Ls], "k--", label="BMA")
             bma_drawn = True
-    ax.set_xlabel("test L'")
-    ax.set_ylabel("L_pa^{L'}")
+    ax.set_xlabel("test examples L'")
+    ax.set_ylabel("parent-selection loss L_pa^{L'} (nats)")
     ax.set_yscale("log")
-    ax.legend(fontsize=7)
+    _integer_ticks(ax)
+    ax.legend(fontsize=7, loc="upper right")
+    labels = list(metrics_by_run)
+    Ls = sorted(int(k) for k in metrics_by_run[labels[0]]["by_test_L"])
+    gaps = np.array([[metrics_by_run[label]["by_test_L"][str(L)]["parent_loss"]
+                      - metrics_by_run[label]["by_test_L"][str(L)]["bma_parent_loss"] for L in Ls] for label in labels])
+    image = heat.imshow(gaps, aspect="auto", cmap="magma", vmin=0.0)
+    heat.set_xticks(range(len(Ls)), [str(L) for L in Ls], fontsize=7)
+    heat.set_yticks(range(len(labels)), labels, fontsize=7)
+    heat.set_xlabel("test examples L'")
+    heat.set_ylabel("training run (training L)")
+    fig.colorbar(image, ax=heat, label="L_pa^{L'} − BMA's (nats)")
     fig.tight_layout()
     return _save(fig, path)
 
@@ -114,10 +149,14 @@ def column_alignment_figure(model, kernel, L: int, H: int, path) -> str:
     W_tf = effective_selector_matrices(model, L, H)["W_tf"]
     panels = ((softmax(W_tf, 0), "σ_col(W_tf)"), (softmax(np.log(kernel), 0), "σ_col(log π)"),
               (softmax(W_tf, 1), "σ_row(W_tf)"), (kernel, "π = σ_row(log π)"))
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.6))
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.8))
     for ax, (mat, title) in zip(axes, panels):
-        ax.imshow(mat, vmin=0, vmax=max(1e-12, float(mat.max())))
+        image = ax.imshow(mat, vmin=0, vmax=max(1e-12, float(mat.max())))
         ax.set_title(title, fontsize=8)
+        ax.set_xlabel("child state (column)", fontsize=7)
+        ax.set_ylabel("parent state (row)", fontsize=7)
+        _integer_ticks(ax)
+        fig.colorbar(image, ax=ax, shrink=0.8, label="probability")
     fig.tight_layout()
     return _save(fig, path)
 
@@ -129,9 +168,11 @@ def copier_figure(model, L: int, H: int, path) -> str:
         att = model.copier_attention(L, H).double().cpu().numpy().reshape(model.K, H, L + 1, H)
     by_example = att.sum(-1).mean(1)[:, ::-1]
     fig, ax = plt.subplots(figsize=(5, 4))
-    ax.imshow(by_example, aspect="auto", vmin=0, vmax=1)
+    image = ax.imshow(by_example, aspect="auto", vmin=0, vmax=1)
     ax.set_xlabel("example offset (0 = query example)")
-    ax.set_ylabel("head")
+    ax.set_ylabel("copier head")
+    _integer_ticks(ax)
+    fig.colorbar(image, ax=ax, label="attention mass on that example")
     ax.set_title(f"copier heads; same-position mass ≥ 0.5: {sum(m >= 0.5 for m in summary['same_position_mass'])}",
                  fontsize=8)
     fig.tight_layout()

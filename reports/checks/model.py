@@ -23,7 +23,7 @@ import numerics
 from model import analysis, figures
 from model.presets import train_preset_runs
 from model.training import build_model, eval_batch
-from reports.core import CheckContext, CheckOutcome, Control, Table
+from reports.core import CheckContext, CheckOutcome, Control, Table, save_figure
 
 #: Thresholds of the trained checks, each with the control it separates (quick tier, seed 0: fig2's held-out
 #: contexts; robustness's in brackets).
@@ -311,17 +311,17 @@ def thm1_construction_curves(ctx: CheckContext) -> CheckOutcome:
         axes[0].semilogy(betas, np.maximum(vs_beta["attention_error"], 1e-17), "o-", label="max ‖A − posterior‖₁")
         axes[0].semilogy(betas, np.exp(fit["log_C"] - fit["rate"] * np.asarray(betas)), "k--",
                          label=f"fit rate {fit['rate']:.3f}")
-        axes[0].set_xlabel("β")
+        axes[0].set_xlabel("copier inverse temperature β")
+        axes[0].set_ylabel("max ‖A^(2) − posterior‖₁ (L = 6, H = 10)")
         axes[0].legend(fontsize=7)
         for rule in ("logit", "mixture"):
             axes[1].errorbar(Ls, vs_L[rule]["mean"], yerr=vs_L[rule]["stderr"], marker="o", label=rule)
         axes[1].set_xscale("log")
-        axes[1].set_xlabel("L")
-        axes[1].set_ylabel("mean ‖f_h − π(·|x_pa)‖₁")
+        axes[1].set_xlabel("context examples L")
+        axes[1].set_ylabel("mean ‖f_h − π(·|x_pa)‖₁ (± 1 SE)")
         axes[1].legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(path, dpi=80, metadata={"Software": None})
-        plt.close(fig)
+        save_figure(fig, path)
 
     return CheckOutcome(
         verdict="pass" if ok else "fail",
