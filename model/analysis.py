@@ -365,3 +365,23 @@ def spearman_range(x, y, band: float) -> dict:
     signs = np.array(np.meshgrid(*([[-1.0, 1.0]] * len(y)), indexing="ij")).reshape(len(y), -1).T  # (2^n, n)
     corners = [rho(y + band * s) for s in signs]
     return {"rho": rho(y), "low": float(min(corners)), "high": float(max(corners))}
+
+
+def selector_only_parent_loss(W_tf, kernel, batch: numerics.TaskBatch) -> dict:
+    """fig5 reading R3, "selector only": the trained selector W_tf applied to exact copies of the L' examples.
+
+    The copier is replaced by Theorem 1's exact copies, so only the selector's calibration is measured: the score of
+    h' is Σ_l W_tf[x^l_h', x^l_h] and A = its causal softmax (``numerics.selector_attention``). With W_tf = log π
+    (or any column shift of it, Prop. 1) this is the BMA posterior and the gap is 0 (``exp-fig5-generalization``).
+
+    Returns
+    -------
+    dict with ``parent_loss`` (of the selector), ``bma_parent_loss`` and their difference ``parent_loss_gap``, nats.
+    """
+    context, parents = np.asarray(batch.context), np.asarray(batch.parents)
+    attention = numerics.selector_attention(np.asarray(W_tf, dtype=np.float64), context)  # (B, H, H)
+    posterior = numerics.parent_posterior(kernel, context)  # (B, H, H)
+    out = {"parent_loss": numerics.parent_loss(attention, parents),
+           "bma_parent_loss": numerics.parent_loss(posterior, parents)}
+    out["parent_loss_gap"] = out["parent_loss"] - out["bma_parent_loss"]
+    return out

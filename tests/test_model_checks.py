@@ -282,6 +282,32 @@ def test_fig5_names_its_reading_and_rejects_an_ideal_reader_of_its_training_L(fi
     assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
 
 
+def test_fig5_reading_r3_is_bma_for_log_pi_and_its_column_shifts():
+    # Reference: numerics.parent_posterior (BMA). R3 applies W_tf to exact copies, so W_tf = log π, or log π + 1aᵀ
+    # (Prop. 1), gives BMA's L_pa at every L'; a row shift does not.
+    import numerics
+
+    rng = np.random.default_rng(0)
+    kernel = numerics.random_kernel(4, eps=0.02, rng=rng)
+    for L in (1, 3, 8):
+        batch = numerics.sample_task(kernel, 50, L, 6, rng=rng)
+        for W in (np.log(kernel), np.log(kernel) + rng.normal(size=4)[None, :]):
+            assert abs(model.analysis.selector_only_parent_loss(W, kernel, batch)["parent_loss_gap"]) < 1e-12
+        shifted = np.log(kernel) + rng.normal(size=4)[:, None]
+        assert model.analysis.selector_only_parent_loss(shifted, kernel, batch)["parent_loss_gap"] > 1e-3
+
+
+def test_fig5_reports_each_reading(fig5_runs, monkeypatch):
+    # the stand-in runs are constructions (W_tf = log π): under R3 they are BMA at every L' (near for many L')
+    _patch_runs(monkeypatch, {"fig5": fig5_runs})
+    outcome = checks.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
+    r3 = outcome.measured["R3_selector_only"]
+    assert set(outcome.measured["readings"]) == {"R1", "R3"}
+    assert all(abs(g) < 1e-6 for row in r3["grid"].values() for g in row)
+    assert r3["rule"]["near_bma_for_many_L"] == "pass"
+    assert any(a.startswith("reading R3:") for a in outcome.assumptions)
+
+
 def test_fig5_rule_reads_both_halves():
     # reference: hand-made grids; 'many' is half of the four L'
     ctx = CheckContext(tier="quick", seed=0)
