@@ -1,5 +1,5 @@
 """DS benchmarks (issue 6): the exact DS posterior for 10^4 contexts, against a per-context loop; the sampler;
-one best-bilinear fit; one training step of each DS model.
+one best-bilinear fit; one training step of each DS model (both FFN variants).
 
 Target: ds_parent_posterior for 10^4 contexts at d = 5, H = 10, L = 10 in under 1 s (one core).
 """
@@ -59,9 +59,13 @@ def main() -> None:
     from model.ds import SELECTORS, DSModel, DSModelConfig, training_batch
 
     torch.set_num_threads(1)
-    for selector in SELECTORS:
+    # The FFN selector: the default (SwiGLU on each copied example, issue 14) and the earlier variant (GELU MLP
+    # on the flattened copies, full-rank 150 x 150 query-key).
+    variants = [(s, {}) for s in SELECTORS] + [("ffn", {"ffn_kind": "gelu", "ffn_per_slot": False, "ffn_spare": 0,
+                                                        "ffn_hidden": 256})]
+    for selector, extra in variants:
         for copier in ("exact", "learned"):
-            cfg = DSModelConfig(d=d, H=H, L=30, selector=selector, copier=copier)
+            cfg = DSModelConfig(d=d, H=H, L=30, selector=selector, copier=copier, **extra)
             model = DSModel(cfg)
             x = torch.as_tensor(training_batch(A, rho, cfg, 256, rng), dtype=torch.float32)
 
@@ -70,7 +74,9 @@ def main() -> None:
                 ((mean[:, 1:] - x[:, -1, 1:]) ** 2).sum(-1).mean().backward()
 
             t = best_of(step)
-            print(f"DSModel {selector:8s} ({copier} copier, L=30, batch 256): forward+backward "
+            layout = "per slot" if cfg.ffn_per_slot else "flat"
+            name = selector if selector != "ffn" else f"ffn ({cfg.ffn_kind}, {layout})"
+            print(f"DSModel {name:22s} ({copier} copier, L=30, batch 256): forward+backward "
                   f"{t * 1e3:.1f} ms, {sum(p.numel() for p in model.parameters())} weights")
     assert math.isfinite(t)
 

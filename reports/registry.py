@@ -189,6 +189,9 @@ CLAIMS: tuple[Claim, ...] = (
             Check("exact", f"{D}:prop2_bilinear_fit", "best bilinear W against the exact posterior: gap vs L'"),
             Check("model", f"{D}:prop2_trained_models",
                   "trained bilinear, key-norm and FFN models against BMA: gap vs L'", reading="reproduction"),
+            Check("model", f"{D}:prop2_ffn_closes_gap",
+                  "the paper's open question 3: a trained gated (SwiGLU) FFN before query-key attention against BMA "
+                  "and the best bilinear W, gap vs L'", reading="stronger"),
         ),
     ),
     Claim(

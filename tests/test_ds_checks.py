@@ -14,9 +14,11 @@ from reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, jsonab
 
 # L' = 20 closes the curve: the fit at L' = 30 takes 3x the iterations (the gap there is at 1e-7 nats).
 SMALL = {"fit_L": (1, 3, 20), "key_norm_L": (1,), "n_fit": 400, "n_eval": 400, "steps": 200, "batch": 128,
-         "copier": "exact", "model_eval": 500}
+         "copier": "exact", "model_eval": 500, "ffn": {"ffn_hidden": 8, "ffn_spare": 1}, "ffn_steps": 100,
+         "ffn_batch": 32, "ffn_lr": 0.05}
 # A few training steps: far from converged, enough to run every line of the trained check (a few seconds).
-TINY = {**SMALL, "fit_L": (1, 3, 12), "n_fit": 200, "n_eval": 200, "steps": 20, "batch": 32, "model_eval": 200}
+TINY = {**SMALL, "fit_L": (1, 3, 12), "n_fit": 200, "n_eval": 200, "steps": 20, "batch": 32, "model_eval": 200,
+        "ffn_steps": 20, "ffn_batch": 16}
 
 
 @pytest.fixture
@@ -100,13 +102,18 @@ def test_trained_models_control_is_rejected_on_a_short_run(tmp_path, monkeypatch
     # Real models, 20 steps: the control's gap slot (key-norm selector at the exact W*, c*) is BMA, compared
     # against the exact posterior (gap at float32 rounding); the FFN at its initial weights is far from BMA.
     monkeypatch.setitem(ds.SIZES, "quick", TINY)
-    out = ds.prop2_trained_models(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path)
+    out = ds.prop2_trained_models(ctx)
     json.dumps(jsonable(out.measured))
     json.dumps(out.control.as_dict())
     assert out.control.rejected
     assert out.control.measured["exact_key_norm_max_gap"] < 1e-6
     assert out.control.measured["bilinear_closing_gap_upper"] > ds.GAP_TOL
     assert not out.measured["ffn_init_closes_gap"] and out.measured["ffn_init_gap_upper"] > 10 * ds.GAP_TOL
+    ffn = ds.prop2_ffn_closes_gap(ctx)  # the same FFN run (ctx.cache): its control is the FFN at its init
+    json.dumps(jsonable(ffn.measured))
+    assert ffn.control.rejected and ffn.control.measured["max_gap"] > 10 * ds.GAP_TOL
+    assert ffn.measured["ffn_gap"] == out.measured["ffn_gap"]
     assert out.converged is not None and out.assumptions
     assert any("by construction" in a for a in out.assumptions) and "by construction" in out.summary
 
@@ -126,15 +133,18 @@ def planted_models(ctx, monkeypatch):
     A = ds._instance_A(ctx)
     fit = _curve([0.044, 0.074, 6e-4], [1e-3, 2e-3, 1e-4], [0.044, 0.075, 4.7e-3], [1e-3, 2e-3, 1.5e-3])
     monkeypatch.setattr(ds, "_fit_curves", lambda c: {"A": A, "bilinear": fit})
-    evals = {"bilinear": _eval(fit["gap_eval"]), "key-norm": _eval([0.002] * 3), "ffn": _eval([0.05, 0.09, 0.13])}
+    evals = {"bilinear": _eval(fit["gap_eval"]), "key-norm": _eval([0.002] * 3)}
     history = {"loss": [1.0] * 10, "converged": True}
     result = {"A": A.tolist(), "models": {},
               "metrics": {name: {"history": dict(history), "eval": e} for name, e in evals.items()}}
-    controls = {"exact-key-norm": _eval([1e-12] * 3), "ffn-init": _eval([1.5, 2.0, 2.5])}
+    controls = {"exact-key-norm": _eval([1e-12] * 3)}
+    ffn = {"model": None, "history": {"loss": [1.0] * 10, "converged": True, "seconds": 1.0},
+           "eval": _eval([0.05, 0.09, 0.13]), "init_eval": _eval([1.5, 2.0, 2.5])}
     monkeypatch.setattr(ds, "_trained", lambda c: result)
     monkeypatch.setattr(ds, "_control_models", lambda c: controls)
+    monkeypatch.setattr(ds, "_trained_ffn", lambda c: ffn)
     monkeypatch.setattr(ds, "_attention_figure", lambda *a, **k: "attention.png")
-    return result, controls
+    return result, controls, ffn
 
 
 def test_trained_models_rule_on_planted_evaluations(ctx, planted_models):
@@ -143,13 +153,13 @@ def test_trained_models_rule_on_planted_evaluations(ctx, planted_models):
     out = ds.prop2_trained_models(ctx)
     assert settle(out) == ("pass", ""), out.summary
     assert out.converged is True and out.control.rejected
-    assert not out.measured["ffn_closes_gap"]  # measured, not deciding
+    assert not out.measured["ffn_closes_gap"]  # judged apart, not deciding
 
 
 def test_trained_models_control_accepted_reads_not_discriminating(ctx, planted_models, monkeypatch):
     # Planted: the gap slot of the control holds a model with the bilinear gap instead of BMA, so the rule
     # accepts it; compared against settle's 'not discriminating'.
-    result, controls = planted_models
+    result, controls, _ = planted_models
     controls["exact-key-norm"] = result["metrics"]["bilinear"]["eval"]
     out = ds.prop2_trained_models(ctx)
     assert out.verdict == "pass" and not out.control.rejected
@@ -160,7 +170,7 @@ def test_trained_models_control_accepted_reads_not_discriminating(ctx, planted_m
 def test_trained_models_unconverged_run_is_not_a_pass_or_a_fail(ctx, planted_models):
     # The bilinear model 0.05 nats above its family's optimum at L' = 3 has not converged (criterion: within
     # 0.01 + 3 + 3 SE): a pass reads 'not converged', a miss reads inconclusive instead of fail.
-    result, _ = planted_models
+    result, _, _ = planted_models
     bil = result["metrics"]["bilinear"]["eval"]
     bil["gap"][1] += 0.05
     out = ds.prop2_trained_models(ctx)
@@ -172,7 +182,7 @@ def test_trained_models_unconverged_run_is_not_a_pass_or_a_fail(ctx, planted_mod
 
 
 def test_trained_models_fail_when_the_key_norm_model_does_not_close_on_a_converged_run(ctx, planted_models):
-    result, _ = planted_models
+    result, _, _ = planted_models
     result["metrics"]["key-norm"]["eval"]["gap"] = [0.03, 0.05, 0.001]  # misses at L' = 1 and 3
     out = ds.prop2_trained_models(ctx)
     assert out.converged is True and out.verdict == "fail" and out.instance is not None
@@ -204,3 +214,51 @@ def test_trained_models_check_catches_a_key_norm_model_without_its_feature(ctx, 
     assert out.verdict == "fail", out.summary
     assert out.instance is not None and max(out.instance["key_norm_gap"]) > ds.GAP_TOL
     assert np.isfinite(out.measured["key_norm_max_gap"])
+
+
+# ------------------------------------------------------------------- the FFN check (open question 3)
+
+def test_ffn_rule_on_planted_evaluations():
+    # Compared against the stated rule: within 0.02 nats (+3 SE) at every L' and below the best bilinear W's
+    # in-sample gap (− 3 SE) at every L' <= 10 tested (here L' = 1, 3).
+    fit = _curve([0.044, 0.074, 6e-4], [1e-3, 2e-3, 1e-4], [0.044, 0.075, 4.7e-3], [1e-3, 2e-3, 1.5e-3])
+    assert ds._decide_ffn(_eval([0.003, 0.004, 1e-4]), fit)["verdict"] == "pass"
+    at_bilinear = ds._decide_ffn(_eval([0.044, 0.074, 1e-4]), fit)  # the bilinear optimum: neither
+    assert not at_bilinear["closes"] and at_bilinear["not_below_at_L"] == [1, 3]
+    late = ds._decide_ffn(_eval([0.003, 0.004, 0.03]), fit)  # below bilinear, but 0.03 at L' = 20
+    assert not late["closes"] and late["below_best_bilinear"] and late["verdict"] == "fail"
+    noisy = ds._decide_ffn(_eval([0.003, 0.004, 1e-4], se=0.006), fit)  # 0.004 + 3 x 0.006 > 0.02
+    assert noisy["verdict"] == "fail"
+
+
+def test_ffn_check_passes_and_rejects_its_control(ctx, planted_models):
+    # Planted: an FFN within 0.004 nats of BMA, the FFN at its init 1.5-2.5 nats away (compared against the rule).
+    _, _, ffn = planted_models
+    ffn["eval"] = _eval([0.003, 0.004, 1e-4])
+    out = ds.prop2_ffn_closes_gap(ctx)
+    assert settle(out) == ("pass", ""), out.summary
+    assert out.control.rejected and out.findings[0].status == "holds" and out.summary.startswith("reproduced")
+    json.dumps(jsonable(out.measured))
+    json.dumps(out.findings[0].as_dict())
+
+
+def test_ffn_check_control_accepted_reads_not_discriminating(ctx, planted_models):
+    # Planted: the 'initial weights' already close the gap, so the rule accepts the control: a pass must not
+    # stand (compared against settle's 'not discriminating'); the finding is then open, not holds.
+    _, _, ffn = planted_models
+    ffn["eval"] = ffn["init_eval"] = _eval([0.003, 0.004, 1e-4])
+    out = ds.prop2_ffn_closes_gap(ctx)
+    assert out.verdict == "pass" and not out.control.rejected
+    verdict, reason = settle(out)
+    assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
+    assert out.findings[0].status == "open"
+
+
+def test_ffn_check_miss_is_refuted_when_converged_and_open_when_not(ctx, planted_models):
+    _, _, ffn = planted_models  # the planted FFN sits at 0.05-0.13 nats
+    out = ds.prop2_ffn_closes_gap(ctx)
+    assert out.verdict == "fail" and out.findings[0].status == "refuted" and out.instance is not None
+    assert out.summary.startswith("not reproduced")
+    ffn["history"]["converged"] = False
+    out = ds.prop2_ffn_closes_gap(ctx)
+    assert out.verdict == "inconclusive" and "not converged" in out.reason and out.findings[0].status == "open"

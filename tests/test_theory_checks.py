@@ -23,7 +23,8 @@ from reports.registry import CLAIMS
 from theory.consistency import EPS, GAP, L_SYM
 from theory.derivation import DEFAULT_TOLERANCE, Derivation
 
-SYMBOLIC_CHECKS = [(claim, check) for claim in CLAIMS for check in claim.checks if check.kind == "symbolic"]
+SYMBOLIC_CHECKS = [(claim, check) for claim in CLAIMS for check in claim.checks
+                   if check.kind == "symbolic" and check.function.startswith("reports.checks.symbolic:")]
 CLAIM_IDS = [claim.id for claim, _ in SYMBOLIC_CHECKS]
 
 
