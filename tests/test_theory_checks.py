@@ -59,7 +59,8 @@ def test_every_registered_symbolic_check_is_implemented_here():
 def test_all_symbolic_checks_pass_in_the_quick_tier():
     # Cold start (every SymPy derivation rebuilt); the 60 s budget is measured in benchmarks/bench_theory.py.
     _clear_caches()
-    records = run_claims(CLAIMS, CheckContext(tier="quick", seed=0), kinds=["symbolic"])
+    paper = [claim for claim in CLAIMS if claim.section == "paper"]  # the ext-* symbolic checks live elsewhere
+    records = run_claims(paper, CheckContext(tier="quick", seed=0), kinds=["symbolic"])
     checks = [(r["id"], c) for r in records for c in r["checks"]]
     assert len(checks) == 8
     for claim_id, check in checks:

@@ -1,0 +1,233 @@
+"""Does gradient descent find k-parent BMA? (issue 15 §3; ``ext-dag-training``, ours, a reproduction).
+
+Two models share the tree model's copier (:class:`model.structured.StructuredTransformer`: K RPE heads, each copying
+one context example's token at the query's position) and differ in the second layer:
+
+* ``pair``: :class:`model.pair_attention.PairAttentionTransformer`, (k+1)-linear attention over candidate parent
+  sets with a table T (d**k × d) and the mixture output over sets (it contains BMA: T = W_OV = log π_k).
+* ``heads``: :class:`KHeadSelector`, the best *standard* alternative of :mod:`model.dag_families` (family (a)): k
+  bilinear selector heads over single positions, head i with score v_aᵀ W_KQ^i v_h over the copied slots (the tree
+  model's selector, one per head), and a multiplicative readout f_h = Σ_{a_1..a_k} Π_i α_i(a_i)
+  σ(W_OV)[row(x^{L+1}_{a_1}, …, x^{L+1}_{a_k})], W_OV of shape (d**k, d) (the outer product of the heads' copied
+  one-hots read through one table). Its law over sets is family (a)'s: Q({a, b}) ∝ α_1(a)α_2(b) + α_1(b)α_2(a)
+  over a ≠ b (L_pa is measured on it). k = 1 is the tree model (one head, mixture output).
+
+Training: a fixed kernel family per run (``random_dag_kernels`` from the run's seed), a fresh batch of DAG contexts
+every step from a NumPy generator seeded by (seed, step), AdamW with a linear warm-up and cosine decay, gradient
+clipping, the second layer's matrices at ``selector_lr_scale`` × lr (as the tree training). Initialisation: the
+copier's w_L, w_H ~ N(0, init_std²) from a ``torch.Generator`` seeded by the run's seed; the second layer's
+matrices start at zero (uniform attention, uniform output, as Theorem 3) except ``heads``' W_KQ^i, which start at
+N(0, 0.01²) so the two heads can break their symmetry (two heads at exactly zero stay identical for ever).
+No global seeding anywhere.
+
+Evaluation on held-out contexts (fixed per seed) against the exact set posterior and the BMA predictive of
+:mod:`numerics.dag`, rows h >= k: the L_pa gap (per-context mean KL(P_h ‖ Q_h), the expected excess −log Q of the
+true set) and the query-loss gap (per-context mean −log f_h(x_h) + log P_BMA(x_h)), each with its standard error
+over contexts.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model.dag_families import mean_and_se, per_context_kl
+from model.pair_attention import PairAttentionConfig, PairAttentionTransformer
+from model.structured import StructuredTransformer
+from numerics.dag import (dag_bma_predictive, dag_candidate_sets, dag_parent_posterior, parent_set_index,
+                          random_dag_kernels, sample_dag_task)
+
+DAG_MODELS = ("pair", "heads")
+
+
+class KHeadSelector(StructuredTransformer):
+    """The tree copier, then k bilinear selector heads over single positions and a multiplicative readout."""
+
+    def __init__(self, config: PairAttentionConfig, *, generator: torch.Generator | None = None,
+                 head_init_std: float = 0.01):
+        super().__init__(config.copier(), generator=generator)
+        self.k = config.k
+        Kd = config.K * config.d
+        del self.W_KQ
+        self.W_KQ_heads = nn.Parameter(torch.randn(config.k, Kd, Kd, generator=generator) * head_init_std)
+        self.W_OV = nn.Parameter(torch.zeros(config.d ** config.k, config.d))
+
+    def head_log_attention(self, v: torch.Tensor) -> torch.Tensor:
+        """log α_i[b, h, a] over a < h for each head, (k, B, H-k, H) on rows h >= k (−1e30 where masked)."""
+        B, H = v.shape[:2]
+        flat = v.reshape(B, H, -1)  # (B, H, Kd)
+        scores = torch.einsum("bgi,nij,bhj->nbhg", flat, self.W_KQ_heads, flat)[:, :, self.k:]  # (k, B, H-k, H)
+        allowed = torch.ones(H, H, dtype=torch.bool, device=v.device).tril(-1)[self.k:]
+        log_alpha = torch.log_softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+        return log_alpha.masked_fill(~allowed, -1e30)  # finite floor: no NaN gradients through masked entries
+
+    def set_log_law(self, log_alpha: torch.Tensor, H: int) -> torch.Tensor:
+        """log Q_h(S_c), (B, H, C): Σ over orderings of Π_i α_i, normalised over the live sets (rows h >= k)."""
+        sets = torch.as_tensor(dag_candidate_sets(H, self.k), device=log_alpha.device)
+        terms = [sum(log_alpha[i][:, :, sets[:, perm[i]]] for i in range(self.k))
+                 for perm in itertools.permutations(range(self.k))]
+        raw = torch.logsumexp(torch.stack(terms), dim=0)  # (B, H-k, C)
+        C = sets.shape[0]
+        live = torch.arange(C, device=raw.device)[None, :] < torch.tensor(
+            [math.comb(h, self.k) for h in range(self.k, H)], device=raw.device)[:, None]
+        out = torch.full((raw.shape[0], H, C), float("-inf"), dtype=raw.dtype, device=raw.device)
+        out[:, self.k:] = torch.log_softmax(raw.masked_fill(~live, float("-inf")), dim=-1)
+        return out
+
+    def forward(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log Q over candidate sets (B, H, C(H, k)), log f (B, H, d)); rows h < k uniform output."""
+        context, query = self._tokens(context, query)
+        H = context.shape[2]
+        v = self.copies(context, query)  # (B, H, K, d)
+        log_alpha = self.head_log_attention(v)  # (k, B, H-k, H)
+        onehot = F.one_hot(query, self.d).to(v.dtype)  # (B, H, d)
+        u = torch.einsum("nbha,bai->nbhi", log_alpha.exp(), onehot)  # (k, B, H-k, d): copied one-hot per head
+        joint = u[0]
+        for i in range(1, self.k):
+            joint = (joint[..., :, None] * u[i][..., None, :]).flatten(-2)  # (B, H-k, d**(i+1))
+        mixed = joint @ F.softmax(self.W_OV, dim=-1)  # (B, H-k, d)
+        mixed = torch.log(mixed.clamp_min(torch.finfo(mixed.dtype).tiny))
+        first = torch.full((mixed.shape[0], self.k, self.d), -float(np.log(self.d)), dtype=mixed.dtype,
+                           device=mixed.device)
+        return self.set_log_law(log_alpha, H), torch.cat([first, mixed], dim=1)
+
+    def loss(self, context, query) -> torch.Tensor:
+        log_probs = self(context, query)[1]
+        query = torch.as_tensor(query, device=log_probs.device)
+        picked = log_probs.gather(-1, query[..., None].long())[..., 0]
+        return -picked[:, self.k:].mean()
+
+
+@dataclass
+class DagTrainConfig:
+    """One training run on the k-parent DAG task (sizes CPU-feasible by default)."""
+
+    model: str = "pair"
+    d: int = 3
+    k: int = 2
+    H: int = 6
+    L: int = 5
+    K: int = 10  # copier heads (more than L: a spare head covers an example no other head locked onto)
+    beta: float = 10.0
+    init_std: float = 0.1
+    alpha: float = 1.0
+    eps: float = 0.01
+    batch_size: int = 128
+    steps: int = 600
+    lr: float = 0.03
+    selector_lr_scale: float = 0.3
+    grad_clip: float = 1.0
+    warmup: int = 50
+    eval_contexts: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.model not in DAG_MODELS:
+            raise ValueError(f"model must be one of {DAG_MODELS}, got {self.model!r}")
+        for name, minimum in (("d", 2), ("k", 1), ("H", 2), ("L", 1), ("K", 1), ("batch_size", 1), ("steps", 0),
+                              ("warmup", 0), ("eval_contexts", 2), ("seed", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        if self.k > self.H - 1:
+            raise ValueError(f"k must be at most H - 1 = {self.H - 1}, got {self.k}")
+        if not (self.lr > 0 and self.beta > 0 and self.alpha > 0 and self.grad_clip > 0 and self.eps >= 0):
+            raise ValueError("lr, beta, alpha and grad_clip must be positive and eps non-negative")
+
+
+def run_kernels(config: DagTrainConfig) -> tuple[np.ndarray, ...]:
+    """The run's kernel family, fixed by the seed."""
+    return random_dag_kernels(config.d, config.k, alpha=config.alpha, eps=config.eps,
+                              rng=np.random.default_rng([config.seed, 0]))
+
+
+def build_dag_model(config: DagTrainConfig, generator: torch.Generator | None = None) -> nn.Module:
+    pc = PairAttentionConfig(d=config.d, k=config.k, max_H=config.H, max_L=config.L, K=config.K,
+                             beta=config.beta, init_std=config.init_std)
+    if config.model == "pair":
+        return PairAttentionTransformer(pc, generator=generator)
+    return KHeadSelector(pc, generator=generator)
+
+
+def eval_task(config: DagTrainConfig, kernels):
+    """Held-out contexts (fixed per seed, never trained on)."""
+    return sample_dag_task(kernels, config.eval_contexts, config.L, config.H,
+                           rng=np.random.default_rng([config.seed, 2, config.L]))
+
+
+@torch.no_grad()
+def evaluate_dag_model(model: nn.Module, kernels, batch, k: int) -> dict:
+    """L_pa and query-loss gaps of ``model`` to BMA on ``batch`` (rows h >= k), per-context means ± SE."""
+    model.eval()
+    log_q, log_f = model(batch.context, batch.query)
+    log_q, log_f = log_q.double().numpy(), log_f.double().numpy()
+    posterior = dag_parent_posterior(kernels, batch.context)
+    with np.errstate(divide="ignore"):
+        log_p = np.log(posterior)
+    kl = per_context_kl(log_p, log_q, k)  # (B,)
+    predictive = dag_bma_predictive(kernels, batch.context, batch.query)
+    q = batch.query[..., :, None]
+    model_nll = -np.take_along_axis(log_f, q, -1)[..., 0][:, k:].mean(-1)  # (B,)
+    bma_nll = -np.log(np.take_along_axis(predictive, q, -1)[..., 0][:, k:]).mean(-1)
+    index = parent_set_index(batch.parent_sets)[:, k:]  # (B, H-k)
+    pick = lambda lp: -np.take_along_axis(lp[:, k:], index[..., None], -1)[..., 0].mean()  # noqa: E731
+    lpa_gap, lpa_gap_se = mean_and_se(kl)
+    query_gap, query_gap_se = mean_and_se(model_nll - bma_nll)
+    model.train()
+    return {"lpa_gap": lpa_gap, "lpa_gap_se": lpa_gap_se, "query_gap": query_gap, "query_gap_se": query_gap_se,
+            "lpa_model": float(pick(log_q)), "lpa_bma": float(pick(log_p)),
+            "loss_model": float(model_nll.mean()), "loss_bma": float(bma_nll.mean())}
+
+
+def _lr_at(config: DagTrainConfig, step: int) -> float:
+    if step < config.warmup:
+        return config.lr * (step + 1) / config.warmup
+    span = max(1, config.steps - config.warmup)
+    return config.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - config.warmup) / span)))
+
+
+def train_dag(config: DagTrainConfig, *, record_every: int = 50) -> dict:
+    """Train one model from its random initialisation; returns a JSON-simple run record.
+
+    Keys: ``config``, ``init`` and ``final`` (:func:`evaluate_dag_model` on the held-out contexts at
+    initialisation and after training), ``losses`` ([step, mean training loss since the last record]),
+    ``converged`` (the mean training loss of the last quarter of the steps is within 0.01 nats of the quarter
+    before: a plateau), ``seconds``.
+    """
+    start = time.perf_counter()
+    kernels = run_kernels(config)
+    generator = torch.Generator().manual_seed(int(config.seed))
+    model = build_dag_model(config, generator)
+    held_out = eval_task(config, kernels)
+    init = evaluate_dag_model(model, kernels, held_out, config.k)
+    selector = [p for n, p in model.named_parameters() if n.startswith(("T", "W_KQ"))]
+    others = [p for n, p in model.named_parameters() if not n.startswith(("T", "W_KQ"))]
+    groups = [{"params": others, "scale": 1.0}, {"params": selector, "scale": config.selector_lr_scale}]
+    opt = torch.optim.AdamW(groups, lr=config.lr, weight_decay=0.0)
+    losses, window, trace = [], [], []
+    for step in range(config.steps):
+        for g in opt.param_groups:
+            g["lr"] = _lr_at(config, step) * g["scale"]
+        batch = sample_dag_task(kernels, config.batch_size, config.L, config.H,
+                                rng=np.random.default_rng([config.seed, 1, step]))
+        loss = model.loss(batch.context, batch.query)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        opt.step()
+        window.append(float(loss.detach()))
+        trace.append(window[-1])
+        if (step + 1) % record_every == 0 or step + 1 == config.steps:
+            losses.append([step + 1, float(np.mean(window))])
+            window = []
+    final = evaluate_dag_model(model, kernels, held_out, config.k)
+    q = max(1, len(trace) // 4)
+    converged = bool(len(trace) >= 2 * q and abs(np.mean(trace[-q:]) - np.mean(trace[-2 * q:-q])) < 0.01)
+    return {"config": asdict(config), "init": init, "final": final, "losses": losses, "converged": converged,
+            "seconds": time.perf_counter() - start, "model": model}
