@@ -106,8 +106,8 @@ def _cited(check: Check) -> Check:
 def _run_one(check: Check, ctx: CheckContext) -> tuple[CheckOutcome | None, float, str | None]:
     """Run a check once per report (a cited check is not run again): (outcome, seconds, error)."""
     done = ctx.cache.setdefault(("builder", "outcomes"), {})
-    if check.function in done:
-        return done[check.function][0], 0.0, done[check.function][2]
+    if check.function in done:  # its time is reported where it ran (a citing record shows 0 s)
+        return done[check.function]
     start = time.perf_counter()
     try:
         outcome = check.resolve()(ctx)
@@ -327,8 +327,10 @@ def verdict_label(claim: dict) -> str:
         label = REPRODUCTION_MARK["fail"]
     elif claim["verdict"] == "pass" and deciding and all(c["reading"] == "reproduction" for c in deciding):
         label = REPRODUCTION_MARK["pass"]
-    if claim.get("assumptions") and claim["verdict"] in ("pass", "fail"):
-        label += " under " + "; ".join(claim["assumptions"])
+    readings = [a for a in claim.get("assumptions", []) if a.startswith("reading ")]
+    if readings and claim["verdict"] in ("pass", "fail", "inconclusive"):
+        # "reading R1: <what it assumes>: <outcome>" -> "reading R1: <outcome>"; the details are in the section
+        label += " (" + "; ".join(f"{r.split(':')[0]}: {r.rsplit(': ', 1)[-1]}" for r in readings) + ")"
     if claim["verdict"] in ("inconclusive", "error") and claim.get("reasons"):
         label += " (" + "; ".join(claim["reasons"]) + ")"
     return label

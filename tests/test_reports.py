@@ -53,7 +53,7 @@ def refuted_stronger_check(ctx):
 def reproduction_fail_check(ctx):
     return CheckOutcome("fail", {"gap": 0.7}, summary="the trend goes the other way under R1",
                         control=Control("BMA itself", {"gap": 0.0}, rejected=True),
-                        assumptions=["reading R1: clipped offsets"], converged=True)
+                        assumptions=["reading R1: clipped offsets", "batch 256"], converged=True)
 
 
 def crashing_check(ctx):
@@ -297,8 +297,8 @@ def test_a_stronger_reading_gives_a_finding_and_never_fails_the_claim():
 
 def test_a_failed_reproduction_names_its_reading_and_is_not_a_bare_fail():
     claim = _run(Check("model", f"{T}:reproduction_fail_check", "d", reading="reproduction"))
-    assert claim["verdict"] == "fail" and claim["assumptions"] == ["reading R1: clipped offsets"]
-    assert builder.verdict_label(claim) == "NOT REPRODUCED under reading R1: clipped offsets"
+    assert claim["verdict"] == "fail" and claim["assumptions"] == ["reading R1: clipped offsets", "batch 256"]
+    assert builder.verdict_label(claim) == "NOT REPRODUCED (reading R1: clipped offsets)"
 
 
 def test_a_citing_check_shows_the_cited_evidence_once(monkeypatch, tmp_path):
