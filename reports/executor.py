@@ -23,18 +23,22 @@ def spawn_seeds(seed: int, n: int) -> list[np.random.SeedSequence]:
     return np.random.SeedSequence(seed).spawn(n)
 
 
-def validate_executor(*, jobs: int = 1, backend: str = "joblib", scheduler: str | None = None,
-                      timeout: float = 10.0) -> None:
-    """Refuse bad executor settings before any work starts; for a Dask scheduler address, connect once.
-
-    Raises ValueError naming the argument: an unreachable scheduler must stop the command, not become a verdict.
-    """
+def _check_arguments(jobs, backend: str, scheduler) -> None:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     if scheduler is not None and backend != "dask":
         raise ValueError("scheduler is only used with backend='dask' (--backend dask)")
+
+
+def validate_executor(*, jobs: int = 1, backend: str = "joblib", scheduler: str | None = None,
+                      timeout: float = 10.0) -> None:
+    """Refuse bad executor settings before any work starts; for a Dask scheduler address, connect once.
+
+    Raises ValueError naming the argument: an unreachable scheduler must stop the command, not become a verdict.
+    """
+    _check_arguments(jobs, backend, scheduler)
     if backend == "dask":
         try:
             from dask.distributed import Client
@@ -61,12 +65,7 @@ def map_tasks(fn: Callable[[Any], Any], tasks: Sequence[Any], *, jobs: int = 1, 
     scheduler : address of a running Dask scheduler (``tcp://host:8786``); None starts a LocalCluster
     quiet : hide the progress bar (it also hides itself when stderr is not a terminal)
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
-    if scheduler is not None and backend != "dask":
-        raise ValueError("scheduler is only used with backend='dask'")
+    _check_arguments(jobs, backend, scheduler)
     tasks = list(tasks)
     disable = True if quiet else None  # None: tqdm shows a bar only on a terminal
     if backend == "joblib":
