@@ -198,7 +198,9 @@ def build_report(tier: str, out_dir, *, seed: int = 0, claims: Iterable[str] | N
     out = Path(out_dir)
     if out.exists() and not force:
         raise FileExistsError(f"{out} already exists; pass --force (force=True) to replace it")
-    ctx = CheckContext(tier=tier, seed=seed, quiet=quiet, jobs=jobs, backend=backend, scheduler=scheduler)
+    # progress bars only on a terminal: a log file or CI gets none (the training loops inside checks too)
+    ctx = CheckContext(tier=tier, seed=seed, quiet=quiet or not sys.stderr.isatty(), jobs=jobs, backend=backend,
+                       scheduler=scheduler)
     validate_executor(jobs=jobs, backend=backend, scheduler=scheduler)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
