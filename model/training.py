@@ -98,6 +98,28 @@ def resolve_device(device: str) -> torch.device:
     raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
 
 
+def config_differences(stored: dict, config: TrainConfig) -> list[str]:
+    """The fields in which a checkpoint's stored configuration differs from ``config``, as ``name: stored X, now Y``.
+
+    ``steps`` may differ (a resumed run can be extended); devices are compared after resolving ``auto`` (a run on
+    CPU stored with ``auto`` resumes with ``--device cpu`` and vice versa); a field the checkpoint predates
+    counts as its default.
+    """
+    now, defaults = asdict(config), asdict(TrainConfig())
+    differing = []
+    for name, value in now.items():
+        before = stored.get(name, defaults[name])
+        if name == "steps":
+            continue
+        if name == "device":
+            before, value = str(resolve_device(before)), str(resolve_device(value))
+        elif isinstance(value, tuple) and isinstance(before, list):
+            before = tuple(before)
+        if before != value:
+            differing.append(f"{name}: checkpoint {before!r}, now {value!r}")
+    return differing
+
+
 def build_model(config: TrainConfig, generator: torch.Generator | None = None) -> TwoLayerModel:
     """The model named by ``config.model``, randomly initialised from ``generator``."""
     c = config
@@ -232,8 +254,10 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
     ckpt = _checkpoint_path(out)
     if resume and ckpt is not None and ckpt.exists():
         state = torch.load(ckpt, map_location=device, weights_only=False)
-        if state["config"] != asdict(config) | {"steps": state["config"]["steps"]}:
-            raise ValueError(f"checkpoint {ckpt} was written by a different configuration; use another --out")
+        differing = config_differences(state["config"], config)
+        if differing:
+            raise ValueError(f"checkpoint {ckpt} was written by a different configuration ({'; '.join(differing)});"
+                             " pass the same options to resume, or use another --out")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         start_step, seconds, curves = state["step"], state["seconds"], state["curves"]

@@ -86,3 +86,19 @@ def test_unwritable_report_folder_is_one_line_and_exit_2(tmp_path, capsys):
     assert cli.main(["report", "--out", str(blocker / "rep"), "--quiet", "--claims", "exp-robustness"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(blocker) in err and "Traceback" not in err
+
+
+def test_train_resume_names_the_field_that_differs_and_resolves_auto_device(tmp_path, capsys):
+    # the checkpoint stores the device it was asked for; "auto" and "cpu" are the same device on a CPU machine
+    import torch
+
+    out = tmp_path / "run"
+    args = ["train", "--preset", "fig2", "--tier", "quick", "--steps", "2", "--out", str(out), "--quiet",
+            "--device", "cpu"]
+    assert cli.main(args) == 0
+    again = args[:6] + ["3"] + args[7:-2] + ["--resume"]  # default device: auto
+    if not torch.cuda.is_available():
+        assert cli.main(again) == 0
+    assert cli.main(again[:6] + ["4"] + again[7:] + ["--seed", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "seed: checkpoint" in err[0] and "now 5" in err[0] and "Traceback" not in err[0]
