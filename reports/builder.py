@@ -122,6 +122,79 @@ def _run_one(check: Check, ctx: CheckContext) -> tuple[CheckOutcome | None, floa
     return outcome, done[check.function][1], error
 
 
+def _expected_seconds() -> dict[str, float]:
+    """Seconds each check took in the committed reference report (quick tier): the order in which ``--jobs``
+    hands out work, longest first (a check it lacks counts as 1 s)."""
+    from reports.regression import REFERENCE_DIR
+
+    try:
+        reference = json.loads((REFERENCE_DIR / "results.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {c["function"]: float(c.get("seconds") or 0.0) for claim in reference["claims"] for c in claim["checks"]}
+
+
+def check_groups(work: list[tuple[Claim, Check]]) -> list[list[Check]]:
+    """The checks that run in one worker under ``--jobs``: one group per claim, except that checks declaring the
+    same ``shares`` (a cached run or sweep reused across claims) are moved into one group. Cited checks are left
+    out (their evidence is the cited check's); each function appears once. Longest expected group first."""
+    groups: dict[str, list[Check]] = {}
+    seen = set()
+    for claim, check in work:
+        source = _cited(check) if check.cites else check
+        if source.function in seen:
+            continue
+        seen.add(source.function)
+        groups.setdefault(source.shares or f"claim:{claim.id}", []).append(source)
+    cost = _expected_seconds()
+    return sorted(groups.values(), key=lambda g: -sum(cost.get(c.function, 1.0) for c in g))
+
+
+def _run_group(checks: list[Check], ctx_fields: dict, threads: int) -> dict:
+    """Worker process of ``--jobs``: run ``checks`` in order with a context of their own (sweeps run serially
+    here) and ``threads`` torch threads; returns ``{function: (outcome, seconds, error)}``."""
+    import matplotlib
+    import torch
+
+    matplotlib.use("Agg")
+    torch.set_num_threads(threads)
+    ctx = CheckContext(**ctx_fields)
+    for check in checks:
+        _run_one(check, ctx)
+    return ctx.cache[("builder", "outcomes")]
+
+
+def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar) -> None:
+    """Run the checks of ``work`` in ``ctx.jobs`` worker processes (spawned: a fork would inherit torch's thread
+    pool) and store their outcomes where :func:`_run_one` finds them. The numbers are those of a serial run: every
+    check draws from its own seeded generators, and each worker uses the parent's torch thread count."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    import torch
+
+    groups = check_groups(work)
+    fields = dict(tier=ctx.tier, seed=ctx.seed, figures_dir=ctx.figures_dir, quiet=True, options=ctx.options,
+                  jobs=1, backend="joblib")
+    done = ctx.cache.setdefault(("builder", "outcomes"), {})
+    n_uses = {}
+    for _, check in work:
+        source = _cited(check) if check.cites else check
+        n_uses[source.function] = n_uses.get(source.function, 0) + 1
+    pool = ProcessPoolExecutor(max_workers=min(ctx.jobs, len(groups)) or 1,
+                               mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {pool.submit(_run_group, g, fields, torch.get_num_threads()): g for g in groups}
+        for future in as_completed(futures):
+            results = future.result()
+            done.update(results)
+            bar.update(sum(n_uses[f] for f in results))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
 def claim_record(claim: Claim, records: list[dict]) -> dict:
     """A claim's entry of results.json: verdict from its deciding checks, findings from all of them."""
     deciding = [r for r in records if r["reading"] != "stronger"]
@@ -143,7 +216,10 @@ def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = F
 
     A check that raises is recorded with the verdict ``error`` and its message, never dropped and never read as a
     verdict about the claim. A check that cites another claim's check shows that check's evidence without
-    running it twice.
+    running it twice. With ``ctx.jobs`` > 1 (joblib backend) the checks run in that many worker processes, a
+    claim's checks (and checks sharing a cached computation, ``Check.shares``) in one worker, with sweeps serial
+    inside each; the numbers are those of a serial run. With the Dask backend checks run here and their sweeps go
+    to the cluster.
     """
     import matplotlib
 
@@ -154,9 +230,14 @@ def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = F
     work = [(claim, check) for claim in claims for check in claim.checks if kinds is None or check.kind in kinds]
     bar = tqdm(total=len(work), disable=None if progress else True, unit="check")
     records = {claim.id: [] for claim in claims}
+    parallel = ctx.jobs > 1 and ctx.backend == "joblib" and len(work) > 1
     try:
+        if parallel:  # checks in worker processes; the loop below only assembles their records
+            bar.set_description(f"{ctx.jobs} workers")
+            _run_parallel(work, ctx, bar)
         for claim, check in work:
-            bar.set_description(f"{claim.id} [{check.kind}]")
+            if not parallel:
+                bar.set_description(f"{claim.id} [{check.kind}]")
             source = _cited(check) if check.cites else check
             outcome, seconds, error = _run_one(source, ctx)
             record = _record(check, outcome, seconds, error)
@@ -166,7 +247,8 @@ def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = F
                               summary=f"The same evidence as {check.cites.replace(':', ' (')}), shown there; "
                                       f"verdict {record['verdict']}.")
             records[claim.id].append(record)
-            bar.update()
+            if not parallel:
+                bar.update()
     finally:
         bar.close()
     return [claim_record(c, records[c.id]) for c in claims]

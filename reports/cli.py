@@ -146,7 +146,10 @@ def _threads_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _executor_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--jobs", type=int, default=1, help="worker processes for sweeps")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="worker processes (joblib): a report runs its checks in parallel, a claim's checks in one "
+                        "worker; a search or a single check runs its sweep in parallel. With --backend dask: the "
+                        "LocalCluster's workers")
     p.add_argument("--backend", choices=("joblib", "dask"), default="joblib")
     p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")
 

@@ -20,7 +20,11 @@ class Check:
     ``reading`` (SPEC §4.1): ``as-stated`` (the paper's wording, decides the claim), ``stronger`` (a sharper
     statement of ours: a finding, never a failure of the paper) or ``reproduction`` (an experiment whose verdict
     names the choices the paper leaves open). ``cites`` = ``"claim-id:kind"`` of another claim's check whose
-    evidence this check is: it is not run twice, the report shows it once and points there.
+    evidence this check is: it is not run twice, the report shows it once and points there. ``shares`` names a
+    cached computation (a trained run, a sweep) that checks of *different* claims reuse: with ``--jobs N`` the
+    report runs checks in N worker processes, grouped by claim, and checks with the same ``shares`` run in one
+    worker so the computation is done once (tests/test_reports.py checks that every cache shared across claims is
+    declared).
     """
 
     kind: str  # one of reports.core.KINDS
@@ -28,6 +32,7 @@ class Check:
     description: str
     reading: str = "as-stated"
     cites: str | None = None
+    shares: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -120,10 +125,10 @@ CLAIMS: tuple[Claim, ...] = (
                   "Dobrushin and Doeblin bounds for a symbolic kernel; closed forms for the BSC"),
             Check("exact", f"{N}:lemma3_strict_dpi_exact",
                   "exact pairwise joints on random kernels × trees × stationary and non-stationary μ₀: "
-                  "largest ratio I(x_h; x_h')/I(x_h; x_pa) < 1"),
+                  "largest ratio I(x_h; x_h')/I(x_h; x_pa) < 1", shares="lemma3-sweep"),
             Check("exact", f"{N}:lemma3_alpha_candidates",
                   "candidate α of ours on the same sweep: δ(π), the Doeblin bound 1 − d·min π (also for ancestor "
-                  "pairs), δ and η_KL of the channel x_pa → x_h'", reading="stronger"),
+                  "pairs), δ and η_KL of the channel x_pa → x_h'", reading="stronger", shares="lemma3-sweep"),
             Check("monte-carlo", f"{N}:lemma3_strict_dpi_monte_carlo",
                   "plug-in and bias-corrected estimates with confidence intervals, judged against the exact values"),
         ),
@@ -135,7 +140,8 @@ CLAIMS: tuple[Claim, ...] = (
         "E KL(q(·|x_{h'}) ‖ π(·|x_{h'})) > 0.",
         (
             Check("symbolic", f"{S}:lemma4_loglik_gap", "the identity for symbolic joints"),
-            Check("exact", f"{N}:lemma4_loglik_gap_exact", "exact joints on random instances"),
+            Check("exact", f"{N}:lemma4_loglik_gap_exact", "exact joints on random instances",
+                  shares="lemma3-sweep"),
             Check("monte-carlo", f"{N}:lemma4_loglik_gap_monte_carlo", "sample averages with standard errors"),
         ),
     ),
@@ -148,7 +154,7 @@ CLAIMS: tuple[Claim, ...] = (
             Check("symbolic", f"{S}:thm2_consistency", "the Hoeffding bound as an expression in L, Δ, ε"),
             Check("monte-carlo", f"{N}:thm2_consistency", "empirical error rate against L beside the bound"),
             Check("model", f"{M}:thm2_consistency", "trained model's parent accuracy against L'",
-                  reading="reproduction"),
+                  reading="reproduction", shares="fig2-run"),
         ),
     ),
     Claim(
@@ -200,13 +206,14 @@ CLAIMS: tuple[Claim, ...] = (
         "L_pa approaches the BMA value.",
         "d=5, H=10, L=10: trained A^(2) puts its mass on the true parent; query loss and L_pa approach BMA.",
         (Check("model", f"{M}:exp_fig2_attention", "heat maps, parent accuracy, L_pa vs BMA over training",
-               reading="reproduction"),),
+               reading="reproduction", shares="fig2-run"),),
     ),
     Claim(
         "exp-fig3-parameters",
         "Figure 3: the trained w_H peaks at offset 0, W_KQ is block-diagonal and σ(W_OV) ≈ π.",
         "Trained w_H peaks at offset 0, W_KQ is block-diagonal, σ(W_OV) ≈ π.",
-        (Check("model", f"{M}:exp_fig3_parameters", "parameter figures and numbers", reading="reproduction"),),
+        (Check("model", f"{M}:exp_fig3_parameters", "parameter figures and numbers", reading="reproduction",
+               shares="fig2-run"),),
     ),
     Claim(
         "exp-fig5-generalization",

@@ -352,3 +352,108 @@ def test_report_html_renders_in_a_headless_browser(registry, tmp_path):
                                                                             "data:image/png;base64,AAAA"))
     found = browser_check.problems(browser_check.inspect(bad))
     assert any("raw LaTeX" in f for f in found) and any("did not load" in f for f in found), found
+
+
+# --- --jobs: checks in worker processes give the serial report's numbers ---------------------------------------
+
+def test_a_report_with_two_workers_equals_the_serial_one(registry, tmp_path):
+    # reference: the same report built serially (jobs=1); figures are written by the workers into the same folder
+    serial = builder.build_report("quick", tmp_path / "serial", seed=3)
+    parallel = builder.build_report("quick", tmp_path / "parallel", seed=3, jobs=2)
+    rs, rp = (json.loads((p / "results.json").read_text()) for p in (serial, parallel))
+    strip = ("seconds",)
+    for cs, cp in zip(rs["claims"], rp["claims"], strict=True):
+        assert cs["verdict"] == cp["verdict"], cs["id"]
+        for a, b in zip(cs["checks"], cp["checks"], strict=True):
+            assert {k: v for k, v in a.items() if k not in strip} == {k: v for k, v in b.items() if k not in strip}
+    assert rp["config"]["jobs"] == 2 and [c["verdict"] for c in rp["claims"]] == ["pass", "fail", "error"]
+    assert (serial / "figures/dummy.png").read_bytes() == (parallel / "figures/dummy.png").read_bytes()
+
+
+def test_real_checks_in_two_workers_equal_a_serial_run(tmp_path):
+    # reference: the serial run of the same checks in this process (symbolic and exact kinds of three claims)
+    from reports.builder import run_claims
+
+    chosen = [c for c in CLAIMS if c.id in ("prop1-invariance", "lemma4-loglik-gap", "ext-dag-posterior")]
+    kinds = ("symbolic", "exact")
+    serial = run_claims(chosen, CheckContext(tier="quick", seed=0, figures_dir=tmp_path / "s"), kinds=kinds)
+    parallel = run_claims(chosen, CheckContext(tier="quick", seed=0, figures_dir=tmp_path / "p", jobs=2),
+                          kinds=kinds)
+    assert sum(len(c["checks"]) for c in serial) >= 5
+    for cs, cp in zip(serial, parallel, strict=True):
+        for a, b in zip(cs["checks"], cp["checks"], strict=True):
+            assert (a["verdict"], a["measured"], a["control"]) == (b["verdict"], b["measured"], b["control"])
+
+
+def test_check_groups_keep_a_claim_together_and_join_declared_shares():
+    work = [(claim, check) for claim in CLAIMS for check in claim.checks]
+    groups = builder.check_groups(work)
+    functions = [c.function for g in groups for c in g]
+    assert len(functions) == len(set(functions))  # each check runs once (cited ones are not run again)
+    assert set(functions) == {c.function for _, c in work if not c.cites}
+    where = {c.function: i for i, g in enumerate(groups) for c in g}
+    for claim, check in work:
+        if check.shares:
+            assert {where[c.function] for _, c in work if c.shares == check.shares} == {where[check.function]}
+    fig2 = {where[c.function] for _, c in work if c.function.endswith(("exp_fig2_attention", "exp_fig3_parameters"))}
+    assert len(fig2) == 1
+
+
+class _RecordingCache(dict):
+    """ctx.cache that remembers every key a check reads or writes (the builder's own entries aside)."""
+
+    def __init__(self):
+        super().__init__()
+        self.touched = set()
+
+    def _note(self, key):
+        if not (isinstance(key, tuple) and key and key[0] == "builder"):
+            self.touched.add(key)
+
+    def __contains__(self, key):
+        self._note(key)
+        return super().__contains__(key)
+
+    def __getitem__(self, key):
+        self._note(key)
+        return super().__getitem__(key)
+
+    def __setitem__(self, key, value):
+        self._note(key)
+        super().__setitem__(key, value)
+
+    def setdefault(self, key, default=None):
+        self._note(key)
+        return super().setdefault(key, default)
+
+    def get(self, key, default=None):
+        self._note(key)
+        return super().get(key, default)
+
+
+@pytest.mark.slow
+def test_every_cache_shared_across_claims_is_declared(tmp_path):
+    # each non-model check of the quick tier runs alone with a recording cache; a cache key used by checks of two
+    # claims must come with one Check.shares, or --jobs would compute it twice (or in the wrong worker)
+    import inspect
+    import re
+
+    users: dict = {}
+    for claim in CLAIMS:
+        for check in claim.checks:
+            if check.cites:
+                continue
+            if check.kind == "model":  # trained runs: read which preset's runs the function asks for
+                names = set(re.findall(r'_runs\(ctx, "(\w+)"', inspect.getsource(check.resolve())))
+                keys = {("model-run", "fig2" if n == "fig3" else n) for n in names}
+            else:
+                ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path)
+                ctx.cache = _RecordingCache()
+                check.resolve()(ctx)
+                keys = ctx.cache.touched
+            for key in keys:
+                users.setdefault(key, []).append((claim.id, check))
+    for key, who in users.items():
+        if len({claim_id for claim_id, _ in who}) > 1:
+            shares = {check.shares for _, check in who}
+            assert len(shares) == 1 and None not in shares, (key, [(c, k.function, k.shares) for c, k in who])
