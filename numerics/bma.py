@@ -178,6 +178,14 @@ def parent_loss(attention, parents) -> float:
         return float(-np.mean(np.log(at_parent)))
 
 
+def parent_loss_by_context(attention, parents) -> np.ndarray:
+    """L_pa of each context: −log A[..., h, pa(h)] averaged over h >= 1 only, shape ``attention.shape[:-2]``
+    (their mean is :func:`parent_loss`; their spread gives its standard error over contexts)."""
+    _, at_parent = _attention_at_parents(attention, parents)
+    with np.errstate(divide="ignore"):
+        return -np.mean(np.log(at_parent), axis=-1)
+
+
 def parent_accuracy(attention, parents) -> float:
     """Fraction of positions h >= 1 whose attention argmax over h' < h is the true parent."""
     attention, _ = _attention_at_parents(attention, parents)

@@ -125,3 +125,15 @@ def test_impossible_context_is_rejected():
     context = np.array([[0, 1, 0]])  # x_1 = 1 has no possible parent among x_0 = 0
     with pytest.raises(ValueError, match="impossible"):
         nm.parent_posterior(kernel, context)
+
+
+def test_parent_loss_by_context_averages_to_parent_loss_and_reads_each_context():
+    # reference: parent_loss on each context alone (a loop), and on the whole batch for the mean
+    rng = np.random.default_rng(4)
+    kernel = nm.random_kernel(3, alpha=1.0, eps=0.05, rng=rng)
+    batch = nm.sample_task(kernel, 7, 5, 6, rng=rng)  # 7 contexts, L = 5, H = 6
+    posterior = nm.parent_posterior(kernel, batch.context)
+    per = nm.parent_loss_by_context(posterior, batch.parents)
+    assert per.shape == (7,)
+    assert per == pytest.approx([nm.parent_loss(posterior[b], batch.parents[b]) for b in range(7)], abs=1e-12)
+    assert per.mean() == pytest.approx(nm.parent_loss(posterior, batch.parents), abs=1e-12)
