@@ -114,19 +114,22 @@ def parameter_figure(model, kernel, L: int, H: int, path) -> str:
 
 
 def generalization_grid(metrics_by_run: dict, path) -> str:
-    """fig5: L_pa^{L'} of each trained model and of BMA against the test L' (left), and the paper-style heat map of
-    L_pa^{L'} − BMA's over training L × test L' (right)."""
+    """fig5: L_pa^{L'} of each trained model (error bars: ± 2 standard errors over the held-out contexts) and of
+    BMA against the test L' (left), and the paper-style heat map of L_pa^{L'} − BMA's over training L × test L'
+    (right)."""
     fig, (ax, heat) = plt.subplots(1, 2, figsize=(12, 4))
     bma_drawn = False
     for label, metrics in metrics_by_run.items():
         rows = metrics["by_test_L"]
         Ls = sorted(int(k) for k in rows)
-        ax.plot(Ls, [rows[str(L)]["parent_loss"] for L in Ls], marker="o", ms=3, label=f"trained at {label}")
+        se = [2 * rows[str(L)].get("parent_loss_se", 0.0) for L in Ls]
+        ax.errorbar(Ls, [rows[str(L)]["parent_loss"] for L in Ls], yerr=se, marker="o", ms=3, capsize=2,
+                    label=f"trained at {label}")
         if not bma_drawn:
             ax.plot(Ls, [rows[str(L)]["bma_parent_loss"] for L in Ls], "k--", label="BMA")
             bma_drawn = True
     ax.set_xlabel("test examples L'")
-    ax.set_ylabel("parent-selection loss L_pa^{L'} (nats)")
+    ax.set_ylabel("parent-selection loss L_pa^{L'} (nats; ± 2 s.e.)")
     ax.set_yscale("log")
     _integer_ticks(ax)
     ax.legend(fontsize=7, loc="upper right")

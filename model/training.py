@@ -4,10 +4,11 @@
 generator seeded by (seed, step), so a resumed run sees exactly the batches an uninterrupted one would. The
 held-out evaluation set is fixed per seed; on it the model is compared with BMA (and the oracle that knows the
 tree) on the same contexts. AdamW with a linear warm-up and a cosine decay computed from the step index (no
-scheduler state to restore).
+scheduler state to restore); optionally an exponential moving average of the weights is what is evaluated.
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -52,8 +53,18 @@ class TrainConfig:
     weight_decay: float = 0.0
     selector_lr_scale: float = 0.3  # W_KQ moves slower than the copier: a fast selector can saturate on a wrong
     # feature before the copier heads settle on same-position copies (seen across seeds at lr 0.03)
+    selector_weight_decay: float | None = None  # AdamW weight decay of W_KQ (None: weight_decay)
     grad_clip: float = 1.0  # max gradient norm: an early burst in W_KQ can saturate the selector for good
+    offset_range: int | None = None  # structured model: largest example offset with its own w_L weight (None: L,
+    # and offsets beyond L share w_L[L], fig5's reading R1); larger (fig5's reading R2) gives offsets never seen in
+    # training weights of their own, which keep their initial values (no gradient reaches them; weight decay 0)
+    w_L_delay: int = 0  # structured model: steps during which w_L (which example a copier head reads) stays at
+    # its initial value while w_H, W_KQ and W_OV learn (see the fig2 preset)
     warmup: int = 50
+    decay_from: int = 0  # the cosine decay starts at max(warmup, decay_from); lr is constant in between
+    final_lr: float = 0.1  # the learning rate at the last step, as a fraction of lr
+    ema: float = 0.0  # decay of an exponential moving average of the weights; when > 0 the average, not the last
+    # iterate, is what is evaluated, returned and checkpointed as the model (0: the last iterate)
     eval_contexts: int = 2048
     eval_every: int = 100
     checkpoint_every: int = 500
@@ -67,7 +78,7 @@ class TrainConfig:
             raise ValueError(f"model must be one of {MODEL_KINDS}, got {self.model!r}")
         for name, minimum in (("d", 2), ("H", 2), ("L", 1), ("K", 1), ("batch_size", 1), ("steps", 0),
                               ("eval_contexts", 1), ("eval_every", 1), ("checkpoint_every", 1), ("width", 1),
-                              ("warmup", 0), ("seed", 0)):
+                              ("warmup", 0), ("w_L_delay", 0), ("decay_from", 0), ("seed", 0)):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
                 raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -82,6 +93,18 @@ class TrainConfig:
         if not (self.lr > 0 and self.beta > 0 and self.alpha > 0 and self.weight_decay >= 0 and self.grad_clip > 0
                 and self.selector_lr_scale > 0):
             raise ValueError("lr, beta, alpha and grad_clip must be positive and weight_decay non-negative")
+        if self.offset_range is not None and (isinstance(self.offset_range, bool)
+                                              or not isinstance(self.offset_range, (int, np.integer))
+                                              or self.offset_range < self.L):
+            raise ValueError(f"offset_range must be None or an integer >= L = {self.L}, got {self.offset_range!r}")
+        if self.offset_range is not None and self.model != "structured":
+            raise ValueError("offset_range applies to the structured model only")
+        if not 0 < self.final_lr <= 1:
+            raise ValueError(f"final_lr must be a fraction of lr in (0, 1], got {self.final_lr!r}")
+        if self.selector_weight_decay is not None and not self.selector_weight_decay >= 0:
+            raise ValueError(f"selector_weight_decay must be >= 0 or None, got {self.selector_weight_decay!r}")
+        if not 0 <= self.ema < 1:
+            raise ValueError(f"ema must be a decay in [0, 1) (0: no weight average), got {self.ema!r}")
         resolve_device(self.device)
 
 
@@ -125,8 +148,9 @@ def build_model(config: TrainConfig, generator: torch.Generator | None = None) -
     c = config
     max_L = max((c.L,) + c.test_L)
     if c.model == "structured":
-        # offsets beyond the training L share w_L[L]: max_L is the training L, not the largest test L'
-        return StructuredTransformer(StructuredConfig(d=c.d, max_H=c.H, max_L=c.L, K=c.K, output=c.output,
+        # offsets beyond max_L share w_L[max_L]: by default max_L is the training L, not the largest test L'
+        offsets = c.L if c.offset_range is None else c.offset_range
+        return StructuredTransformer(StructuredConfig(d=c.d, max_H=c.H, max_L=offsets, K=c.K, output=c.output,
                                                       beta=c.beta, init_std=c.init_std), generator=generator)
     if c.model == "absolute":
         return AbsolutePETransformer(AbsoluteConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, output=c.output,
@@ -196,11 +220,41 @@ def evaluate(model: TwoLayerModel, kernel: np.ndarray, batch: numerics.TaskBatch
 
 
 def learning_rate(config: TrainConfig, step: int) -> float:
-    """Linear warm-up over ``warmup`` steps, then cosine decay to 10% of ``lr`` at ``steps``."""
+    """Linear warm-up over ``warmup`` steps, ``lr`` until ``decay_from``, then a cosine decay to ``final_lr`` · lr
+    at ``steps``."""
     if step < config.warmup:
         return config.lr * (step + 1) / config.warmup
-    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
-    return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    start = max(config.warmup, config.decay_from)
+    progress = max(0.0, step - start) / max(1, config.steps - start)
+    low = config.final_lr
+    return config.lr * (low + (1 - low) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def param_groups(model: TwoLayerModel, config: TrainConfig) -> list[dict]:
+    """AdamW groups: W_KQ at ``selector_lr_scale`` (and ``selector_weight_decay``); the structured copier's w_L
+    from step ``w_L_delay`` on.
+
+    Each group carries ``lr_scale`` and ``start`` (the first step at which its learning rate is non-zero); the
+    learning rate of a step is a function of the step index only, so a resumed run is exact.
+    """
+    named = dict(model.named_parameters())
+    special = {"W_KQ": (config.selector_lr_scale, 0)}
+    if config.model == "structured":
+        special["w_L"] = (1.0, config.w_L_delay)
+    groups = [{"params": [p for name, p in named.items() if name not in special], "lr_scale": 1.0, "start": 0}]
+    for name, (scale, start) in special.items():
+        if name in named:
+            groups.append({"params": [named[name]], "lr_scale": scale, "start": start})
+            if name == "W_KQ" and config.selector_weight_decay is not None:
+                groups[-1]["weight_decay"] = config.selector_weight_decay
+    return groups
+
+
+@torch.no_grad()
+def update_average(average: TwoLayerModel, model: TwoLayerModel, decay: float) -> None:
+    """average ← decay · average + (1 − decay) · model, parameter by parameter."""
+    for avg, p in zip(average.parameters(), model.parameters()):
+        avg.lerp_(p, 1.0 - decay)
 
 
 @dataclass
@@ -233,19 +287,17 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
     -------
     TrainRun with metrics: final ``query_loss``, ``bma_loss``, ``oracle_loss``, ``parent_loss``,
     ``bma_parent_loss``, ``parent_accuracy``, ``bma_parent_accuracy``, ``logit_floor_loss`` (structured
-    kernels with π > 0), ``steps``, ``seconds``, ``curves`` and, with ``test_L``, ``by_test_L``.
+    kernels with π > 0), ``steps``, ``seconds``, ``curves`` and, with ``test_L``, ``by_test_L``. With
+    ``config.ema > 0`` the model (and every evaluation) is the moving average of the weights.
     """
     device = resolve_device(config.device)
     dtype = torch.float64 if config.dtype == "float64" else torch.float32
     kernel = run_kernel(config)
     generator = torch.Generator().manual_seed(config.seed)
     model = build_model(config, generator).to(device=device, dtype=dtype)
-    selector = [p for name, p in model.named_parameters() if name == "W_KQ"]
-    others = [p for name, p in model.named_parameters() if name != "W_KQ"]
-    groups = [{"params": others, "lr_scale": 1.0}]
-    if selector:
-        groups.append({"params": selector, "lr_scale": config.selector_lr_scale})
-    optimizer = torch.optim.AdamW(groups, lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(param_groups(model, config), lr=config.lr, weight_decay=config.weight_decay)
+    average = copy.deepcopy(model) if config.ema > 0 else None
+    evaluated = model if average is None else average
     held_out = eval_batch(config, kernel, config.L)
     reference = bma_reference(kernel, held_out)
     curves: dict[str, list] = {"step": [], "seconds": [], "query_loss": [], "parent_loss": [],
@@ -260,12 +312,15 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
                              " pass the same options to resume, or use another --out")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        if average is not None:
+            average.load_state_dict(state["average"])
         start_step, seconds, curves = state["step"], state["seconds"], state["curves"]
 
     def save(step: int) -> None:
         if ckpt is not None:
             ckpt.parent.mkdir(parents=True, exist_ok=True)
             torch_save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                               "average": None if average is None else average.state_dict(),
                                "seconds": seconds, "curves": curves, "config": asdict(config), "kernel": kernel},
                               ckpt)
 
@@ -279,16 +334,18 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
         context = torch.from_numpy(batch.context).to(device)  # (B, L, H)
         query = torch.from_numpy(batch.query).to(device)  # (B, H)
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(config, step) * group["lr_scale"]
+            group["lr"] = learning_rate(config, step) * group["lr_scale"] * (step >= group["start"])
         loss = model.loss(context, query)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
+        if average is not None:
+            update_average(average, model, min(config.ema, (step + 1) / (step + 10)))
         done = step + 1
         if done % config.eval_every == 0 or done == config.steps:
             seconds += time.perf_counter() - t0
-            metrics = evaluate(model, kernel, held_out)
+            metrics = evaluate(evaluated, kernel, held_out)
             curves["step"].append(done)
             curves["seconds"].append(seconds)
             curves["train_loss"].append(float(loss.detach()))
@@ -304,7 +361,7 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
     seconds += time.perf_counter() - t0
     bar.close()
 
-    final = evaluate(model, kernel, held_out)
+    final = evaluate(evaluated, kernel, held_out)
     metrics = {**final, **reference, "steps": max(last, start_step), "seconds": seconds, "curves": curves,
                "config": asdict(config), "kernel": kernel.tolist()}
     metrics["gap_to_bma"] = final["query_loss"] - reference["bma_loss"]
@@ -312,11 +369,11 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
     if "logit_floor_loss" in reference:
         metrics["output_rule_gap"] = reference["logit_floor_loss"] - reference["bma_loss"]
     if config.test_L:
-        metrics["by_test_L"] = evaluate_test_L(model, kernel, config)
+        metrics["by_test_L"] = evaluate_test_L(evaluated, kernel, config)
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         write_json_atomic(Path(out) / "metrics.json", metrics)
-    return TrainRun(model=model, kernel=kernel, config=config, metrics=metrics)
+    return TrainRun(model=evaluated, kernel=kernel, config=config, metrics=metrics)
 
 
 def evaluate_test_L(model: TwoLayerModel, kernel: np.ndarray, config: TrainConfig) -> dict:
@@ -325,8 +382,20 @@ def evaluate_test_L(model: TwoLayerModel, kernel: np.ndarray, config: TrainConfi
     for L_test in config.test_L:
         batch = eval_batch(config, kernel, L_test)
         posterior = numerics.parent_posterior(kernel, batch.context)
+        attention, _ = model_outputs(model, batch.context, batch.query)
+        trained = numerics.parent_loss_by_context(np.clip(attention, 1e-300, None), batch.parents)  # (B,)
+        bma = numerics.parent_loss_by_context(posterior, batch.parents)
         rows[str(L_test)] = {**evaluate(model, kernel, batch),
                              "bma_parent_loss": numerics.parent_loss(posterior, batch.parents),
                              "bma_parent_accuracy": numerics.parent_accuracy(posterior, batch.parents),
-                             "bma_loss": numerics.bma_loss(kernel, batch.context, batch.query)}
+                             "bma_loss": numerics.bma_loss(kernel, batch.context, batch.query),
+                             # standard errors over the held-out contexts: of L_pa, and of L_pa − BMA's (paired)
+                             "parent_loss_se": _standard_error(trained),
+                             "parent_loss_gap_se": _standard_error(trained - bma)}
     return rows
+
+
+def _standard_error(values: np.ndarray) -> float:
+    """Standard error of the mean of ``values`` (sample standard deviation / √n; 0 for a single value)."""
+    n = len(values)
+    return float(np.std(values, ddof=1) / np.sqrt(n)) if n > 1 else 0.0
