@@ -372,3 +372,19 @@ def test_short_seeded_training_lowers_the_loss_toward_bma():
     assert gaps[-1] < 0.05
     assert metrics["parent_accuracy"] > chance_parent_accuracy(6) + 0.2
     assert metrics["query_loss"] >= metrics["bma_loss"] - 0.02  # nobody beats BMA beyond sampling noise
+
+
+def test_fig5_reading_r2_is_judged_on_its_own_runs_when_trained(fig5_runs, monkeypatch):
+    # R2 runs (label prefix "R2-") are read apart from R1's: here R2's stand-ins are R1's own runs, so R2's grid
+    # equals R1's and both readings get the same rule; the quick tier (no R2 runs) reports R1 and R3 only
+    from model.presets import FIG5_R2_PREFIX
+
+    with_r2 = {**fig5_runs, **{FIG5_R2_PREFIX + k: r for k, r in fig5_runs.items()}}
+    _patch_runs(monkeypatch, {"fig5": with_r2})
+    outcome = checks.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
+    assert list(outcome.measured["readings"]) == ["R1", "R2", "R3"]
+    r2 = outcome.measured["R2_shared_budget"]
+    assert r2["grid"] == outcome.measured["grid"]
+    assert outcome.measured["readings"]["R2"] == outcome.measured["readings"]["R1"]
+    assert any(a.startswith("reading R2") for a in outcome.assumptions) and "R2 (shared head budget)" in outcome.summary
+    assert any(t.title.startswith("reading R2") for t in outcome.tables)

@@ -21,7 +21,7 @@ import torch
 
 import numerics
 from model import analysis, figures
-from model.presets import train_preset_runs
+from model.presets import fig5_readings, train_preset_runs
 from model.training import build_model, eval_batch
 from reports.core import CheckContext, CheckOutcome, Control, Table, save_figure
 
@@ -637,6 +637,11 @@ FIG5_READING = ("reading R1: example offsets beyond the training L share the wei
                 "offsets beyond the training range")
 
 
+FIG5_READING_R2 = ("reading R2 (full tier): every run gets the same head budget (K = 2·max L + 4) and an example-offset "
+                   "table covering every test L' (w_L up to offset max L'); offsets never seen in training keep their "
+                   "random initial values (no gradient reaches them, weight decay 0)")
+
+
 FIG5_READING_R3 = ("reading R3: selector only, each trained W_tf (read from W_KQ and the copier heads) applied to "
                    "exact copies of the L' examples, as in Theorem 1's construction (how well the learned selector is "
                    "calibrated, whatever the copier does at L' ≠ L)")
@@ -667,15 +672,21 @@ def _fig5_rule(ctx: CheckContext, train_L: list, L_test: list, grid: dict) -> di
 
 def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
     """fig5 under reading R1: L_pa^{L'} − BMA's for each training L; near BMA for many L'? smaller L better?"""
-    runs = _runs(ctx, "fig5")
+    by_reading = fig5_readings(_runs(ctx, "fig5"))
+    runs = by_reading["R1"]
     labels = sorted(runs, key=lambda s: runs[s].config.L)
     train_L = [runs[k].config.L for k in labels]
     L_test = sorted(int(k) for k in runs[labels[0]].metrics["by_test_L"])
-    grid = {runs[k].config.L: [runs[k].metrics["by_test_L"][str(L)]["parent_loss"]
-                               - runs[k].metrics["by_test_L"][str(L)]["bma_parent_loss"] for L in L_test]
-            for k in labels}
+
+    def end_to_end(group: dict) -> dict:
+        return {group[k].config.L: [group[k].metrics["by_test_L"][str(L)]["parent_loss"]
+                                    - group[k].metrics["by_test_L"][str(L)]["bma_parent_loss"] for L in L_test]
+                for k in labels}
+
+    grid = end_to_end(runs)
     rule = _fig5_rule(ctx, train_L, L_test, grid)
-    converged = all(_converged(ctx, runs[k].metrics) for k in labels)
+    trained = [runs[k] for k in labels] + [by_reading["R2"][k] for k in labels if "R2" in by_reading]
+    converged = all(_converged(ctx, r.metrics) for r in trained)
     first = runs[labels[0]]
     batches = {L: eval_batch(first.config, first.kernel, L) for L in L_test}  # the contexts every run is tested on
     # reading R3, selector only: each trained W_tf on exact copies of the L' examples (Theorem 1's copier)
@@ -685,8 +696,15 @@ def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
                                                                       batches[L])["parent_loss_gap"] for L in L_test]
                for k in labels}
     rule_r3 = _fig5_rule(ctx, train_L, L_test, grid_r3)
-    readings = {"R1": _combine(rule["sides"]), "R3": _combine(rule_r3["sides"])}
-    worst = max((runs[k].metrics for k in labels), key=lambda m: m["parent_loss_gap"])
+    readings = {"R1": _combine(rule["sides"])}
+    r2 = None
+    if "R2" in by_reading:  # reading R2: shared head budget, offsets beyond the training L untrained
+        grid_r2 = end_to_end(by_reading["R2"])
+        rule_r2 = _fig5_rule(ctx, train_L, L_test, grid_r2)
+        readings["R2"] = _combine(rule_r2["sides"])
+        r2 = {"grid": grid_r2, "rule": rule_r2}
+    readings["R3"] = _combine(rule_r3["sides"])
+    worst = max((r.metrics for r in trained), key=lambda m: m["parent_loss_gap"])
     # the claim is reproduced when some plausible reading reproduces it, and not reproduced when none does
     status = ("pass" if "pass" in readings.values() else "fail" if all(v == "fail" for v in readings.values())
               else "noise")
@@ -705,10 +723,31 @@ def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
     t = THRESHOLDS[ctx.tier]
     figs = _figure(ctx, "fig5_grid.png",
                    lambda p: figures.generalization_grid({k: runs[k].metrics for k in labels}, p))
+    if r2 is not None:
+        figs += _figure(ctx, "fig5_grid_R2.png", lambda p: figures.generalization_grid(
+            {k: by_reading["R2"][k].metrics for k in labels}, p))
     sp = rule["spearman"]
+    r2_measured, r2_text, r2_tables, r2_assumptions = {}, "", [], []
+    if r2 is not None:
+        rr = r2["rule"]
+        r2_measured = {"R2_shared_budget": {
+            "mean_parent_loss_gap": dict(zip(labels, rr["mean_gap"])),
+            "test_L_near_bma": {f"L{L}": n for L, n in rr["near_count"].items()},
+            "spearman_train_L_vs_mean_gap": rr["spearman"]["rho"], "grid": {k: r2["grid"][runs[k].config.L]
+                                                                           for k in labels},
+            "own_L_parent_loss_gap": {k: by_reading["R2"][k].metrics["parent_loss_gap"] for k in labels},
+            "rule": rr["sides"]}}
+        r2_text = (f"R2 (shared head budget, untrained offsets beyond L) {_reading_word(readings['R2'])}: mean gap "
+                   + ", ".join(f"L = {L}: {g:.3f}" for L, g in zip(train_L, rr["mean_gap"]))
+                   + f", Spearman ρ = {rr['spearman']['rho']:+.2f}, near BMA at "
+                   + ", ".join(f"{n}" for n in rr["near_count"].values()) + " L'. ")
+        r2_tables = [Table("reading R2 (shared head budget, untrained offsets beyond L): L_pa^{L'} − BMA (nats)",
+                           ["train L"] + [f"L'={L}" for L in L_test], [[k] + r2["grid"][runs[k].config.L]
+                                                                       for k in labels])]
+        r2_assumptions = [f"{FIG5_READING_R2}: {_reading_word(readings['R2'])}"]
     return CheckOutcome(
         verdict=verdict,
-        measured={"readings": readings,
+        measured={"readings": readings, **r2_measured,
                   "R3_selector_only": {"mean_parent_loss_gap": dict(zip(labels, rule_r3["mean_gap"])),
                                        "test_L_near_bma": {f"L{L}": n for L, n in rule_r3["near_count"].items()},
                                        "spearman_train_L_vs_mean_gap": rule_r3["spearman"]["rho"],
@@ -725,8 +764,10 @@ def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
                                                    f"the mean gaps by ±{NOISE_BAND['fig5_mean_gap']} (the ideal "
                                                    f"reader of min(L, L'): {control_rule['spearman']['rho']:+.2f})",
                    "converged_parent_gap": t["converged_parent_gap"]},
-        summary=f"Readings: R1 (end to end, clipped offsets) {_reading_word(readings['R1'])}; R3 (selector only: "
-                f"each trained W_tf on exact copies of the L' examples) {_reading_word(readings['R3'])}. "
+        summary=f"Readings: R1 (end to end, clipped offsets) {_reading_word(readings['R1'])}; "
+                + (f"R2 (shared head budget) {_reading_word(readings['R2'])}; " if r2 is not None else "")
+                + f"R3 (selector only: each trained W_tf on exact copies of the L' examples) "
+                  f"{_reading_word(readings['R3'])}. " + r2_text +
                 f"R3: mean gap " + ", ".join(f"L = {L}: {g:.3f}" for L, g in zip(train_L, rule_r3["mean_gap"]))
                 + f", Spearman ρ = {rule_r3['spearman']['rho']:+.2f}, near BMA at "
                 + ", ".join(f"{n}" for n in rule_r3["near_count"].values()) + f" L'. "
@@ -744,13 +785,13 @@ def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
                   "model trained at L cannot use more than L examples at L' > L under R1, and its heads for offsets "
                   "beyond L' read the wrong examples at L' < L.",
         tables=[Table("reading R1 (end to end): L_pa^{L'} − BMA (nats)", ["train L"] + [f"L'={L}" for L in L_test],
-                      [[k] + grid[runs[k].config.L] for k in labels]),
+                      [[k] + grid[runs[k].config.L] for k in labels])] + r2_tables + [
                 Table("reading R3 (selector only, exact copies): L_pa^{L'} − BMA (nats)",
                       ["train L"] + [f"L'={L}" for L in L_test], [[k] + grid_r3[runs[k].config.L] for k in labels]),
                 Table("control: BMA reading min(L, L') of L' examples, L_pa − BMA", ["train L"]
                       + [f"L'={L}" for L in L_test], [[f"L{L}"] + control_grid[L] for L in train_L])],
         figures=figs, control=control, reason=reason, converged=converged, assumptions=[
-            f"{FIG5_READING}: {_reading_word(readings['R1'])}",
+            f"{FIG5_READING}: {_reading_word(readings['R1'])}", *r2_assumptions,
             f"{FIG5_READING_R3}: {_reading_word(readings['R3'])}",
             f"'near BMA' = L_pa^{{L'}} within {t['near_bma']} nats of BMA's; 'many' = at least half of the tested L', "
             "for at least one training L (the lenient reading)",
@@ -765,7 +806,12 @@ def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
                     "test_L_near_bma": {"abs": 1}, "spearman_train_L_vs_mean_gap": {"abs": 0.0},
                     # R3 reads the same trained runs through their W_tf: R1's spreads, not measured apart
                     "R3_selector_only.mean_parent_loss_gap": TRAINED_TOL["fig5_mean_gap"],
-                    "R3_selector_only.grid": TRAINED_TOL["fig5_gap"], "R3_selector_only.test_L_near_bma": {"abs": 1}})
+                    "R3_selector_only.grid": TRAINED_TOL["fig5_gap"], "R3_selector_only.test_L_near_bma": {"abs": 1},
+                    # R2 is trained at the full tier only (no quick reference); R1's spreads
+                    "R2_shared_budget.mean_parent_loss_gap": TRAINED_TOL["fig5_mean_gap"],
+                    "R2_shared_budget.grid": TRAINED_TOL["fig5_gap"], "R2_shared_budget.test_L_near_bma": {"abs": 1},
+                    "R2_shared_budget.own_L_parent_loss_gap": TRAINED_TOL["fig5_own_gap"],
+                    "R2_shared_budget.spearman_train_L_vs_mean_gap": {"abs": 0.0}})
 
 
 # ---------------------------------------------------------------------------------------------------------------
