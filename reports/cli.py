@@ -84,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--out", metavar="DIR", help="with --kernel: write kernels.csv and kernels.json (one row per "
                                                     "kernel) here")
     check.add_argument("--force", action="store_true", help="with --out: replace an existing table")
+    check.add_argument("--units", choices=("nats", "bits"), default="nats",
+                       help="with --kernel: units of mutual informations and log-likelihood gaps (default nats)")
     check.add_argument("--rows", action="store_true", help="with --kernel: print every swept (tree, pair) row")
     check.add_argument("--instance", metavar="FILE", help="re-check a saved counterexample instance (JSON)")
     check.add_argument("--list", action="store_true", help="list the claim ids and their checks, run nothing")
@@ -203,6 +205,8 @@ def _check(args) -> int:
     for option in ("out", "parents"):
         if getattr(args, option):
             raise ValueError(f"--{option} applies with --kernel only")
+    if args.units != "nats":
+        raise ValueError("--units applies with --kernel only (the report and results.json are in nats and say so)")
     options = {}
     from reports.builder import run_claims
 
@@ -251,7 +255,8 @@ def _vector(text: str, option: str) -> np.ndarray:
 
 def _check_kernels(args) -> int:
     """``check --kernel``: the kernel claims on the user's kernel(s); the output is about those kernels only."""
-    from reports.kernel_report import KERNEL_CLAIMS, check_kernel_claims, format_kernel_result, load_kernels, write_table
+    from reports.kernel_report import (KERNEL_CLAIMS, check_kernel_claims, format_kernel_result, in_units,
+                                       load_kernels, write_table)
 
     claims = args.claims or list(KERNEL_CLAIMS)
     others = [c for c in claims if c not in KERNEL_CLAIMS]
@@ -261,8 +266,9 @@ def _check_kernels(args) -> int:
     kernels = load_kernels(args.kernel)
     init = None if args.init == "stationary" else _vector(args.init, "--init")
     parents = None if args.parents is None else _vector(args.parents, "--parents")
-    results = {name: check_kernel_claims(kernel, claims=claims, init=init, parents=parents, trees=args.trees,
-                                         H=args.H, seed=args.seed) for name, kernel in kernels.items()}
+    results = {name: in_units(check_kernel_claims(kernel, claims=claims, init=init, parents=parents,
+                                                  trees=args.trees, H=args.H, seed=args.seed), args.units)
+               for name, kernel in kernels.items()}
     table = [{"kernel": name, **r["summary"]} for name, r in results.items()]
     written = write_table(table, args.out, force=args.force) if args.out else []
     if args.json:

@@ -211,6 +211,39 @@ def check_kernel_claims(kernel, *, claims=KERNEL_CLAIMS, init=None, parents=None
     return out
 
 
+#: Units of the information quantities and log-likelihood gaps in a kernel result (ratios, χ² quantities, the
+#: gradients and the Hoeffding L are unit-free or do not depend on the base of the logarithm).
+UNITS = ("nats", "bits")
+#: Fields measured in nats: per claim, the summary fields and the fields of its swept rows.
+NAT_FIELDS = {"lemma3-strict-dpi": ("mi_parent", "mi_candidate", "loglik_gap", "loglik_identity_error"),
+              "lemma4-loglik-gap": ("min_gap", "max_identity_error"),
+              "thm2-consistency": ("gap",)}
+
+
+def in_units(result: dict, units: str) -> dict:
+    """``result`` of :func:`check_kernel_claims` with every nat-valued field (:data:`NAT_FIELDS`) in ``units``
+    (a copy; ``"nats"`` returns it unchanged), and ``result["units"]`` naming them."""
+    import copy
+
+    if units not in UNITS:
+        raise ValueError(f"units must be one of {', '.join(UNITS)}, got {units!r}")
+    out = copy.deepcopy(result)
+    out["units"] = units
+    if units == "nats":
+        return out
+    scale = 1.0 / math.log(2.0)
+    for claim, fields in NAT_FIELDS.items():
+        r = out["claims"].get(claim)
+        if r is None:
+            continue
+        for row in [r] + list(r.get("rows", [])) + [f["instance"] for f in r.get("findings", [])
+                                                    if isinstance(f.get("instance"), dict)]:
+            for name in fields:
+                if isinstance(row.get(name), float):
+                    row[name] *= scale
+    return out
+
+
 def load_kernels(path) -> dict[str, np.ndarray]:
     """Kernels from one file (.npy, .csv, .json), a .npz with many, or a folder of such files, keyed by name."""
     from reports.cli import load_kernel
@@ -264,6 +297,7 @@ def write_table(rows: list[dict], out_dir, *, force: bool = False) -> list[Path]
 def format_kernel_result(name: str, result: dict, *, rows: bool = True) -> str:
     """The human-readable output about one kernel: its facts, then per claim the verdict and the swept rows."""
     f = result["facts"]
+    unit = result.get("units", "nats")
     lines = [f"kernel {name}: d = {f['d']}, ε = min π = {f['eps']:.4g}, d·ε = {f['d_eps']:.4g}, "
              f"δ(π) = {f['dobrushin']:.4g}, Doeblin 1 − d·min π = {f['doeblin']:.4g}",
              f"  stationary law: [{', '.join(f'{p:.4f}' for p in f['stationary'])}]; μ₀ used: "
@@ -279,11 +313,11 @@ def format_kernel_result(name: str, result: dict, *, rows: bool = True) -> str:
             for finding in r["findings"]:
                 lines.append(f"  finding (ours): {finding['statement']}: {finding['status']}")
             if rows:
-                lines.append("  tree  h  h'  pa  ancestor  I(x_h;x_pa)  I(x_h;x_h')  ratio")
+                lines.append(f"  tree  h  h'  pa  ancestor  I(x_h;x_pa)  I(x_h;x_h')  ratio   (I in {unit})")
                 lines += [f"  {x['tree']:4d} {x['h']:2d} {x['h_prime']:3d} {x['parent']:3d}  {str(x['ancestor']):8s}"
                           f"  {x['mi_parent']:11.4g}  {x['mi_candidate']:11.4g}  {x['ratio']:.4f}" for x in r["rows"]]
         elif claim == "lemma4-loglik-gap" and f["hypothesis_eps_positive"]:
-            lines.append(f"  smallest gap {r['min_gap']:.4g} nats over {r['pairs']} pairs; identity error "
+            lines.append(f"  smallest gap {r['min_gap']:.4g} {unit} over {r['pairs']} pairs; identity error "
                          f"{r['max_identity_error']:.2g}")
         elif claim == "thm2-consistency" and r["rows"]:
             lines.append(f"  Hoeffding: L ≥ {r['max_L_for_error_0.05']:.4g} examples bring every pair's bound to "

@@ -99,3 +99,34 @@ def test_kernel_input_errors(tmp_path, capsys):
     assert "parents" in capsys.readouterr().err
     assert cli.main(["check", "--kernel", str(tmp_path / "K.npy"), "--init", "0.5,0.6"]) == 2
     assert "init" in capsys.readouterr().err
+
+
+def test_units_bits_converts_the_information_quantities_and_nothing_else(tmp_path, capsys):
+    # reference: mutual_information in bits = the nat value / ln 2 (dit's convention is bits: log base 2); ratios,
+    # χ² quantities and the Hoeffding L do not depend on the base
+    import math
+
+    rng = np.random.default_rng(5)
+    kernel = nm.random_kernel(3, eps=0.05, rng=rng)
+    parents = np.array([-1, 0, 1, 1, 2])
+    np.save(tmp_path / "k.npy", kernel)
+    args = ["check", "--kernel", str(tmp_path / "k.npy"), "--parents=-1,0,1,1,2", "--json"]
+    assert cli.main(args) == 0
+    nats = next(iter(json.loads(capsys.readouterr().out)["kernels"].values()))
+    assert cli.main(args + ["--units", "bits"]) == 0
+    bits = next(iter(json.loads(capsys.readouterr().out)["kernels"].values()))
+    assert (nats["units"], bits["units"]) == ("nats", "bits")
+    row_n, row_b = nats["claims"]["lemma3-strict-dpi"]["rows"][0], bits["claims"]["lemma3-strict-dpi"]["rows"][0]
+    mi_bits = nm.mutual_information(nm.pairwise_joint(kernel, parents, row_b["h"], parents[row_b["h"]])) / math.log(2)
+    assert row_b["mi_parent"] == pytest.approx(mi_bits, rel=1e-12)
+    assert row_b["loglik_gap"] == pytest.approx(row_n["loglik_gap"] / math.log(2), rel=1e-12)
+    assert row_b["ratio"] == row_n["ratio"]
+    assert bits["claims"]["lemma4-loglik-gap"]["min_gap"] == pytest.approx(
+        nats["claims"]["lemma4-loglik-gap"]["min_gap"] / math.log(2), rel=1e-12)
+    assert bits["claims"]["thm2-consistency"]["max_L_for_error_0.05"] == pytest.approx(
+        nats["claims"]["thm2-consistency"]["max_L_for_error_0.05"], rel=1e-9)
+    assert bits["claims"]["thm3-init-gradient"]["rows"] == nats["claims"]["thm3-init-gradient"]["rows"]
+    assert cli.main(args[:-1] + ["--units", "bits", "--rows"]) == 0
+    assert "(I in bits)" in capsys.readouterr().out
+    assert cli.main(["check", "lemma3-strict-dpi", "--units", "bits"]) == 2
+    assert "--units applies with --kernel only" in capsys.readouterr().err
