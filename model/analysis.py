@@ -201,6 +201,37 @@ def copier_summary(model: StructuredTransformer, L: int, H: int) -> dict:
             "w_H_peak_offset": (w_H.argmax(1) - (model.config.max_H - 1)).tolist()}
 
 
+def standard_head_summary(model, batch: numerics.TaskBatch, *, min_mass: float = 0.5) -> dict:
+    """Where each layer-1 head of a :class:`model.standard.StandardTransformer` goes, from the query example:
+    the analogue of :func:`copier_summary` (fig3) for the standard model.
+
+    Returns ``example_mass`` (K, L+1): mean attention mass per example offset L − l' (0 = the query example's own
+    earlier positions); ``position_mass`` (K, 2H−1): mean mass per position offset h − h' (index H − 1 + offset);
+    ``example_offset`` and ``position_offset`` (K,), their argmax; ``same_position_mass`` (K,), the mass on
+    h' = h; ``covered`` the example offsets 1..L read by a head with ≥ ``min_mass`` on one example and on the
+    same position (what BMA needs: one such head per example).
+    """
+    L, H = batch.context.shape[1], batch.context.shape[2]
+    with torch.no_grad():
+        att = model.layer1_query_attention(torch.as_tensor(batch.context), torch.as_tensor(batch.query))
+    att = att.double().mean(0).cpu().numpy()  # (K, H, (L+1)H)
+    K = att.shape[0]
+    att = att.reshape(K, H, L + 1, H)  # [head, query h, example l', key h']
+    by_example = att.sum(-1).mean(1)[:, ::-1]  # (K, L+1): index = offset L − l'
+    offsets = np.arange(H)[:, None] - np.arange(H)[None, :]  # h − h'
+    by_position = np.zeros((K, 2 * H - 1))
+    for h in range(H):
+        for h2 in range(H):
+            by_position[:, H - 1 + offsets[h, h2]] += att[:, h, :, h2].sum(-1) / H
+    same = by_position[:, H - 1]
+    heads = [(int(by_example[k].argmax()), float(by_example[k].max()), float(same[k])) for k in range(K)]
+    covered = sorted({o for o, mass, s in heads if o >= 1 and mass >= min_mass and s >= min_mass})
+    return {"example_mass": by_example.tolist(), "position_mass": by_position.tolist(),
+            "example_offset": [o for o, _, _ in heads], "position_offset": (by_position.argmax(1) - (H - 1)).tolist(),
+            "same_position_mass": same.tolist(), "covered": covered, "uncovered": sorted(set(range(1, L + 1)) -
+                                                                                         set(covered))}
+
+
 def effective_selector_matrices(model: StructuredTransformer, L: int, H: int, *, min_mass: float = 0.5) -> dict:
     """The bilinear form the selector applies to same-example, same-position token pairs, per context example.
 

@@ -180,3 +180,28 @@ def copier_figure(model, L: int, H: int, path) -> str:
                  fontsize=8)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def standard_heads_figure(summary: dict, path, title: str = "") -> str:
+    """Where the standard model's layer-1 heads go (the analogue of fig3's copier panel): mean attention mass of
+    each head per example offset (left) and per position offset (right), from the query example's rows;
+    heads that copy one example at the same position are what BMA needs (one per example)."""
+    ex, pos = np.asarray(summary["example_mass"]), np.asarray(summary["position_mass"])
+    K, H = ex.shape[0], (pos.shape[1] + 1) // 2
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 0.35 * K + 2.2))
+    image = a.imshow(ex, aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0)
+    a.set_xlabel("example offset L − l' (0: the query example's earlier positions)")
+    a.set_ylabel("layer-1 head")
+    a.set_xticks(range(ex.shape[1]))
+    a.set_yticks(range(K))
+    fig.colorbar(image, ax=a, label="mean attention mass")
+    image = b.imshow(pos, aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0)
+    b.set_xticks(range(0, 2 * H - 1, 2), [str(o) for o in range(-(H - 1), H, 2)])
+    b.set_xlabel("position offset h − h' (0: the same position)")
+    b.set_yticks(range(K))
+    fig.colorbar(image, ax=b, label="mean attention mass")
+    covered = summary["covered"]
+    fig.suptitle((title + ": " if title else "") + f"examples copied at the same position by some head: "
+                 f"{covered if covered else 'none'}; uncovered: {summary['uncovered'] or 'none'}", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)

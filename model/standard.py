@@ -230,6 +230,29 @@ class StandardTransformer(TwoLayerModel):
         g = g + self.ffn2(self.ln2_ffn(g))
         return log_att, F.log_softmax(self.unembed(self.ln_f(g)), dim=-1)  # (B, E, H, H), (B, E, H, d)
 
+    @torch.no_grad()
+    def layer1_query_attention(self, context, query) -> torch.Tensor:
+        """Layer-1 attention of the query stream of the last example: (B, K, H, (L+1)·H), row h of head k over
+        the content keys in raster order (example l', position h'); the analogue of the structured copier's
+        attention, from which :func:`model.analysis.standard_head_summary` reads where each head goes."""
+        B, L, H = context.shape
+        c = self.config
+        dev = context.device
+        N = (L + 1) * H
+        tokens = torch.cat([context, query[:, None, :]], dim=1)  # (B, L+1, H)
+        ex, pos = self.ex(torch.arange(L + 1, device=dev)), self.pos(torch.arange(H, device=dev))
+        content = (self.tok(tokens) + ex[None, :, None] + pos[None, None]).reshape(B, N, -1)  # (B, N, w)
+        rows = (self.tok.weight[c.d] + ex[L:, None] + pos[None]).reshape(1, H, -1).expand(B, -1, -1)  # (B, H, w)
+        x, kv = self.ln1(rows), self.ln1_kv(content)
+        K, hs = self.K, x.shape[-1] // self.K
+        q = self.q1(x).view(B, H, K, hs).transpose(1, 2)  # (B, K, H, hs)
+        k = self.k1(kv).view(B, N, K, hs).transpose(1, 2)  # (B, K, N, hs)
+        i = torch.arange(L * H, N, device=dev)
+        allowed = torch.arange(N, device=dev)[None] < i[:, None]  # (H, N): the same mask as in _examples
+        logits = (q @ k.transpose(-1, -2)) / math.sqrt(hs)  # scaled_dot_product_attention's scale
+        att = torch.softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)  # (B, K, H, N)
+        return torch.nan_to_num(att)  # row (L, 0) of a context with L = 0 has no key
+
     def _attention1(self, x: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
         B, R, w = x.shape
         K, hs = self.K, w // self.K

@@ -342,7 +342,11 @@ def test_robustness_fails_a_deciding_run_no_better_than_its_control(layer1_init,
     assert plain["verdict"] == "fail"
     assert "last 5.0 of 5 examples" in outcome.summary
     assert outcome.control.rejected
-    if layer1_init == "copy":
+    # where the standard model's layer-1 heads go, with its figure (the construction is not a standard model)
+    assert "layer1_heads" in plain and "layer1_heads" not in built
+    assert "robustness_standard_heads.png" in outcome.figures and (tmp_path / "robustness_standard_heads.png").exists()
+    if layer1_init == "copy":  # each head copies its own example at the same position (model/standard.py)
+        assert plain["layer1_heads"]["covered"] == [1, 2, 3, 4, 5]
         assert outcome.verdict == "pass" and not plain["counts_toward_verdict"]
         assert "Diagnostic, not counted in the verdict: standard" in outcome.summary
     else:

@@ -212,3 +212,55 @@ def test_copy_initialisation_needs_a_head_wider_than_the_positions():
         StandardConfig(d=3, max_H=8, max_L=2, K=4, width=32, layer1_init="copy")
     with pytest.raises(ValueError, match="layer1_init must be one of"):
         StandardConfig(d=3, max_H=4, max_L=2, K=2, width=8, layer1_init="oracle")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_layer1_query_attention_is_what_the_model_hands_to_sdpa(seed, monkeypatch):
+    # reference: softmax(q kᵀ/√hs) over the allowed keys, recomputed from the q, k and mask the forward pass passes
+    # to scaled_dot_product_attention (its first H rows are the query stream of the last example)
+    import torch.nn.functional as F
+
+    L, H, K = 3, 5, 4
+    model = StandardTransformer(StandardConfig(d=3, max_H=H, max_L=L, K=K, width=32),
+                                generator=torch.Generator().manual_seed(seed))
+    seen = []
+    real_sdpa = F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, **kw):
+        seen.append((q, k, attn_mask))
+        return real_sdpa(q, k, v, attn_mask=attn_mask, **kw)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    rng = np.random.default_rng(seed)
+    context, query = torch.as_tensor(rng.integers(0, 3, (6, L, H))), torch.as_tensor(rng.integers(0, 3, (6, H)))
+    with torch.no_grad():
+        model(context, query)
+    q, k, mask = seen[0]
+    expected = torch.softmax((q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf")),
+                             -1)[:, :, :H]
+    got = model.layer1_query_attention(context, query)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+
+
+def test_head_summary_of_the_copy_initialised_model_finds_one_head_per_example():
+    # reference: layer1_init="copy" makes head k read example k at the same position (the test above, > 0.99), i.e.
+    # example offset L − k; at the mimetic start no head reads one example at the same position
+    from model.analysis import standard_head_summary
+    from numerics import random_kernel, sample_task
+
+    L, H = 10, 10
+    rng = np.random.default_rng(0)
+    batch = sample_task(random_kernel(5, rng=rng), 16, L, H, rng=rng)
+    copy = StandardTransformer(StandardConfig(d=5, max_H=H, max_L=L, K=L, width=120, layer1_init="copy"),
+                               generator=torch.Generator().manual_seed(0))
+    summary = standard_head_summary(copy, batch)
+    assert summary["example_offset"] == [L - k for k in range(L)]
+    assert min(summary["same_position_mass"]) > 0.99 and summary["position_offset"] == [0] * L
+    assert summary["covered"] == list(range(1, L + 1)) and summary["uncovered"] == []
+    assert np.allclose(np.sum(summary["example_mass"], 1), 1.0) and np.allclose(np.sum(summary["position_mass"], 1), 1.0)
+    # the mimetic start with as many heads (model/standard.py): copies of the same position exist, but the heads
+    # crowd onto recent examples instead of dividing the ten among themselves
+    mimetic = StandardTransformer(StandardConfig(d=5, max_H=H, max_L=L, K=L, width=120),
+                                  generator=torch.Generator().manual_seed(0))
+    start = standard_head_summary(mimetic, batch)
+    assert np.mean(start["same_position_mass"]) > 0.5 and len(start["covered"]) <= L // 2

@@ -900,11 +900,15 @@ def exp_robustness(ctx: CheckContext) -> CheckOutcome:
     runs = _runs(ctx, "robustness")
     # a run whose layer 1 starts as the copier is a diagnostic of the selector alone: it does not decide the claim
     diagnostic = {label for label, r in runs.items() if r.config.layer1_init == "copy"}
-    figs, by_examples, equivalent, readings, halves = [], {}, {}, {}, {}
+    figs, by_examples, equivalent, readings, halves, heads = [], {}, {}, {}, {}, {}
     for label, r in runs.items():
         batch = eval_batch(r.config, r.kernel, r.config.L)  # the contexts r.metrics were measured on
         figs += _figure(ctx, f"robustness_{label}_attention.png",
                         lambda p, r=r, batch=batch: figures.attention_heatmaps(r.model, r.kernel, batch, p))
+        if r.config.model == "standard":  # where its layer-1 heads go: do they divide the examples among them?
+            heads[label] = analysis.standard_head_summary(r.model, batch)
+            figs += _figure(ctx, f"robustness_{label}_heads.png", lambda p, s=heads[label], label=label:
+                            figures.standard_heads_figure(s, p, title=label))
         # how much evidence the run uses: BMA reading only the last m examples, and the m that matches the run
         by_examples[label] = analysis.bma_accuracy_by_examples(r.kernel, batch.context, batch.parents)
         equivalent[label] = analysis.examples_equivalent(r.metrics["parent_accuracy"], by_examples[label])
@@ -938,6 +942,9 @@ def exp_robustness(ctx: CheckContext) -> CheckOutcome:
                      "under_provisioned": readings[label]["under_provisioned"],
                      "below_control": readings[label]["below_control"],
                      "examples_equivalent": equivalent[label],
+                     **({"layer1_heads": {k: heads[label][k] for k in ("example_offset", "position_offset",
+                                                                         "same_position_mass", "covered")}}
+                        if label in heads else {}),
                      "bma_parent_accuracy_last_m_examples": by_examples[label].tolist(),
                      "verdict": readings[label]["verdict"]}
                   for label, r in runs.items()} | {"chance_parent_accuracy": chance},
@@ -951,6 +958,8 @@ def exp_robustness(ctx: CheckContext) -> CheckOutcome:
                           f"{r.metrics['gap_to_bma']:.4f} ({readings[label]['verdict']}"
                           + (f": {readings[label]['reason']}" if readings[label]["reason"] else "")
                           + f"), the accuracy of BMA reading the last {equivalent[label]:.1f} of {r.config.L} examples"
+                          + (f"; its layer-1 heads copy examples {heads[label]['covered'] or 'none'} at the same "
+                             f"position (of 1..{r.config.L})" if label in heads else "")
                           for label, r in runs.items())
                 + f"; chance (uniform over h' < h) {chance:.3f}. Control: BMA reading the last ceil(L/2) examples is "
                   f"{'rejected' if control.rejected else 'NOT rejected'} by fig2's rule."
