@@ -495,3 +495,11 @@ def test_fig5_full_tier_runs_reading_r2_with_one_head_budget_and_the_whole_offse
         assert replace(c, K=full[label].K, offset_range=None) == full[label]
     assert not any(k.startswith(FIG5_R2_PREFIX) for k in preset_configs("fig5", tier="quick"))
     assert set(fig5_readings(full)) == {"R1", "R2"} and fig5_readings(full)["R2"].keys() == r2.keys()
+
+
+def test_the_copy_initialised_diagnostic_runs_at_the_full_tier_only():
+    # it never decides exp-robustness and took two of the quick report's minutes
+    assert set(preset_configs("robustness", tier="quick")) == {"absolute", "standard"}
+    full = preset_configs("robustness", tier="full")
+    assert full["standard-copy-init"].layer1_init == "copy"
+    assert all(c.layer1_init == "mimetic" for k, c in full.items() if k != "standard-copy-init")
