@@ -149,9 +149,8 @@ def _threads_arg(p: argparse.ArgumentParser) -> None:
 
 def _executor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1,
-                   help="worker processes (joblib): a report runs its checks in parallel, a claim's checks in one "
-                        "worker; a search or a single check runs its sweep in parallel. With --backend dask: the "
-                        "LocalCluster's workers")
+                   help="worker processes (joblib): the report's checks run in parallel, a claim's checks in one "
+                        "worker. With --backend dask: the LocalCluster's workers, which run the sweeps")
     p.add_argument("--backend", choices=("joblib", "dask"), default="joblib")
     p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")
 

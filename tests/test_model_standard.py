@@ -175,16 +175,12 @@ def test_trained_standard_transformer_leaves_the_uniform_attention_plateau():
     assert metrics["parent_loss"] < chance_parent_loss - 0.05, metrics["parent_loss"]
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_copy_initialised_layer1_head_k_reads_example_k_at_the_same_position(seed, monkeypatch):
-    """layer1_init="copy" at step 0: from the query example, head k of every query row (L, h) and of every content
-    row (L, h') puts > 0.99 of its attention on position h (h') of example k. The attention is recomputed from the
-    q, k and mask that the model hands to scaled_dot_product_attention (softmax(q kᵀ/√hs) over allowed keys)."""
+def _layer1_attention_handed_to_sdpa(model, context, query, monkeypatch) -> torch.Tensor:
+    """Layer 1's attention recomputed from the q, k and mask the forward pass hands to scaled_dot_product_attention
+    (softmax(q kᵀ/√hs) over the allowed keys): (B, K, 2H, (L+1)H), rows = H query rows then H content rows of the
+    last example."""
     import torch.nn.functional as F
 
-    L, H, K = 10, 10, 10  # the robustness run's sizes (d = 5, width 120)
-    model = StandardTransformer(StandardConfig(d=5, max_H=H, max_L=L, K=K, width=120, layer1_init="copy"),
-                                generator=torch.Generator().manual_seed(seed))
     seen = []
     real_sdpa = F.scaled_dot_product_attention
 
@@ -193,13 +189,23 @@ def test_copy_initialised_layer1_head_k_reads_example_k_at_the_same_position(see
         return real_sdpa(q, k, v, attn_mask=attn_mask, **kw)
 
     monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
-    rng = np.random.default_rng(seed)
-    context, query = rng.integers(0, 5, (8, L, H)), rng.integers(0, 5, (8, H))
     with torch.no_grad():
         model(context, query)
-    q, k, mask = seen[0]  # layer 1: (B, K, 2H, hs) rows = H query rows then H content rows of example L
-    scores = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf"))
-    att = torch.softmax(scores, -1)  # (B, K, 2H, (L+1)H)
+    q, k, mask = seen[0]
+    return torch.softmax((q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf")), -1)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_copy_initialised_layer1_head_k_reads_example_k_at_the_same_position(seed, monkeypatch):
+    """layer1_init="copy" at step 0: from the query example, head k of every query row (L, h) and of every content
+    row (L, h') puts > 0.99 of its attention on position h (h') of example k. The attention is recomputed from the
+    q, k and mask that the model hands to scaled_dot_product_attention (softmax(q kᵀ/√hs) over allowed keys)."""
+    L, H, K = 10, 10, 10  # the robustness run's sizes (d = 5, width 120)
+    model = StandardTransformer(StandardConfig(d=5, max_H=H, max_L=L, K=K, width=120, layer1_init="copy"),
+                                generator=torch.Generator().manual_seed(seed))
+    rng = np.random.default_rng(seed)
+    context, query = rng.integers(0, 5, (8, L, H)), rng.integers(0, 5, (8, H))
+    att = _layer1_attention_handed_to_sdpa(model, context, query, monkeypatch)  # (B, K, 2H, (L+1)H)
     for head in range(K):
         for row in range(2 * H):
             h = row % H
@@ -218,26 +224,12 @@ def test_copy_initialisation_needs_a_head_wider_than_the_positions():
 def test_layer1_query_attention_is_what_the_model_hands_to_sdpa(seed, monkeypatch):
     # reference: softmax(q kᵀ/√hs) over the allowed keys, recomputed from the q, k and mask the forward pass passes
     # to scaled_dot_product_attention (its first H rows are the query stream of the last example)
-    import torch.nn.functional as F
-
     L, H, K = 3, 5, 4
     model = StandardTransformer(StandardConfig(d=3, max_H=H, max_L=L, K=K, width=32),
                                 generator=torch.Generator().manual_seed(seed))
-    seen = []
-    real_sdpa = F.scaled_dot_product_attention
-
-    def spy(q, k, v, attn_mask=None, **kw):
-        seen.append((q, k, attn_mask))
-        return real_sdpa(q, k, v, attn_mask=attn_mask, **kw)
-
-    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
     rng = np.random.default_rng(seed)
     context, query = torch.as_tensor(rng.integers(0, 3, (6, L, H))), torch.as_tensor(rng.integers(0, 3, (6, H)))
-    with torch.no_grad():
-        model(context, query)
-    q, k, mask = seen[0]
-    expected = torch.softmax((q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf")),
-                             -1)[:, :, :H]
+    expected = _layer1_attention_handed_to_sdpa(model, context, query, monkeypatch)[:, :, :H]
     got = model.layer1_query_attention(context, query)
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
 
