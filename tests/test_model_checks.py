@@ -392,3 +392,14 @@ def test_fig5_reading_r2_is_judged_on_its_own_runs_when_trained(fig5_runs, monke
     assert outcome.measured["readings"]["R2"] == outcome.measured["readings"]["R1"]
     assert any(a.startswith("reading R2") for a in outcome.assumptions) and "R2 (shared head budget)" in outcome.summary
     assert any(t.title.startswith("reading R2") for t in outcome.tables)
+
+
+def test_robustness_never_reads_pass_for_a_run_that_has_not_converged(monkeypatch):
+    # the reference report's absolute-PE run met fig2's rule (gap 0.010, accuracy 0.863 vs 0.886) with L_pa +0.072,
+    # above the converged bound: its reading must be "not converged", and the claim's reason must name it. Here the
+    # construction (BMA itself) is made to count as unconverged by a bound below zero
+    _patch_runs(monkeypatch, {"robustness": {"construction": _stand_in_run(L=5, construction=True)}})
+    monkeypatch.setitem(checks.THRESHOLDS["quick"], "converged_parent_gap", -1.0)
+    outcome = checks.exp_robustness(CheckContext(tier="quick", seed=0))
+    assert outcome.measured["construction"]["verdict"] == "inconclusive"
+    assert outcome.verdict == "inconclusive" and "not converged" in outcome.reason and not outcome.converged

@@ -889,6 +889,8 @@ def _robustness_reading(ctx: CheckContext, run, half: dict) -> dict:
         verdict, reason = "fail", below_text
     elif under:
         verdict, reason = "inconclusive", under_text + (f"; it {below_text}" if below else "")
+    elif not converged:  # fig2's rule may pass on an unconverged run: that reads not converged, never pass
+        verdict, reason = "inconclusive", _not_converged_reason(ctx, m)
     else:
         verdict, reason = _verdict(ctx, status, converged, m, sides)
     return {"verdict": verdict, "reason": reason, "converged": converged, "under_provisioned": under,
