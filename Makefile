@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 report: $(STAMP)
-	$(VENV)/bin/bma-verify report --tier quick --out reports/latest --force $(if $(CI),--quiet,)
+	$(VENV)/bin/bma-verify report --tier quick --jobs 2 --out reports/latest --force $(if $(CI),--quiet,)
 
 test: $(STAMP)
 	OMP_NUM_THREADS=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest -q -n 2 --dist loadfile

@@ -1,16 +1,23 @@
-"""Model benchmarks (issue 5), each measured in one run on this machine:
+"""Model benchmarks (issues 5 and 13), each measured in one run on this machine:
 
-1. fig2 to BMA: training time until the held-out query loss is within 0.005 nats/token of BMA's (and parent
-   accuracy within one point of BMA's), and training steps per second (evaluation time excluded).
+1. fig2 to BMA: training steps and seconds (evaluation excluded) until the held-out query loss first comes within
+   0.005 and within 0.002 nats/token of the same run's BMA loss on the same contexts, the time per step, and
+   beside them the paper's logit-rule floor: the gap of the Theorem 1 model with the paper's logit output rule
+   and exact BMA attention on the same contexts (the mixture rule trained here has no such floor; a trained
+   logit-rule model can sit slightly below it by sharpening its attention).
 2. Step cost: a training step (forward, backward, AdamW) of StructuredTransformer at the fig2 size against the same
    step of a plain two-layer ``torch.nn.MultiheadAttention`` model of the same width on the same (L+1)·H tokens.
    Target: ratio <= 2. (The plain model projects all (L+1)·H tokens; the structured one computes only the query
-   example's rows, because its copier is content-free, so the ratio is far below one.)
+   example's rows, because its copier is content-free, so the ratio is far below one.) The plain step's GFLOP are
+   counted and printed beside it, to show its time is compute, not a measurement error.
+3. The standard transformer's training step (robustness preset, full tier) in steps per second and as a ratio to
+   the structured step.
 """
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -71,38 +78,90 @@ def step_cost_ratio(repeats: int = 5) -> dict:
 
     t_structured = _step_seconds(stepper(structured, lambda: structured.loss(context, query)), repeats)
     t_plain = _step_seconds(stepper(plain, lambda: plain.loss(tokens)), repeats)
+    # the plain step's cost is real, not a measurement error: count its multiply-adds (forward; a training step
+    # is about 3x): per layer the four width x width projections of every token and the two N x N attention products
+    B = len(query)
+    forward = 2 * (4 * B * n_tokens * width * width + 2 * B * n_tokens * n_tokens * width) * 2  # 2 flops per MAC
+    plain_gflop = 3 * forward / 1e9
     return {"structured_step_s": t_structured, "plain_mha_step_s": t_plain, "ratio": t_structured / t_plain,
-            "width": width, "plain_heads": 4, "tokens": n_tokens, "batch": len(query), "target_ratio": 2.0}
+            "width": width, "plain_heads": 4, "tokens": n_tokens, "batch": B, "target_ratio": 2.0,
+            "plain_gflop_per_step": plain_gflop, "plain_gflop_per_s": plain_gflop / t_plain}
 
 
-def fig2_time_to_gap(steps: int = 2000, seed: int = 0, eval_every: int = 50) -> dict:
-    """Train the fig2 preset; report when the query-loss gap first drops to 0.005 nats and steps per second."""
-    config = preset_configs("fig2", tier="full", steps=steps, seed=seed, device="cpu")["fig2"]
-    config.eval_every = eval_every
+def standard_step_cost(repeats: int = 5) -> dict:
+    """Seconds per training step of the robustness preset's standard transformer (full tier, from scratch) against
+    the fig2 structured model's step, measured back to back; and the standard model's steps per second."""
+    def seconds(config):
+        kernel = run_kernel(config)
+        batch = step_batch(config, kernel, 0)
+        context, query = torch.from_numpy(batch.context), torch.from_numpy(batch.query)
+        model = build_model(config, torch.Generator().manual_seed(0))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+        def step():
+            loss = model.loss(context, query)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        return _step_seconds(step, repeats)
+
+    standard = preset_configs("robustness", tier="full", device="cpu")["standard"]
+    t_standard = seconds(standard)
+    t_structured = seconds(preset_configs("fig2", tier="full", device="cpu")["fig2"])
+    return {"standard_step_s": t_standard, "standard_steps_per_s": 1 / t_standard,
+            "structured_step_s": t_structured, "ratio": t_standard / t_structured,
+            "standard": {"K": standard.K, "width": standard.width, "batch": standard.batch_size}}
+
+
+#: Query-loss gaps to BMA (nats/token) whose first crossing is timed.
+GAP_TARGETS = (0.005, 0.002)
+
+
+def fig2_time_to_gap(seed: int = 0, eval_every: int = 50) -> dict:
+    """Train the full-tier fig2 preset; when the gap to the same run's BMA first falls to each of GAP_TARGETS.
+
+    Returns the run's ``ms_per_step`` (training only), per target the ``step``, training ``seconds`` and parent
+    accuracy at the first evaluation at or below it (None when never reached), the final gap and accuracies, and
+    ``logit_floor_gap`` = the paper's logit-rule floor minus BMA's loss on the same held-out contexts.
+    """
+    config = replace(preset_configs("fig2", tier="full", seed=seed, device="cpu")["fig2"], eval_every=eval_every)
     run = train(config, quiet=True)
     m, c = run.metrics, run.metrics["curves"]
     gaps = np.asarray(c["query_loss"]) - m["bma_loss"]
-    acc_ok = np.asarray(c["parent_accuracy"]) >= m["bma_parent_accuracy"] - 0.01
-    reached = np.flatnonzero((gaps <= 0.005) & acc_ok)
-    first = int(reached[0]) if reached.size else None
-    return {"steps": m["steps"], "train_seconds": m["seconds"], "steps_per_second": m["steps"] / m["seconds"],
-            "final_gap": m["gap_to_bma"], "final_parent_accuracy": m["parent_accuracy"],
-            "bma_parent_accuracy": m["bma_parent_accuracy"], "logit_floor_gap": m["output_rule_gap"],
-            "step_at_gap": None if first is None else c["step"][first],
-            "seconds_to_gap": None if first is None else c["seconds"][first], "target_seconds": 120.0}
+    reached = {}
+    for target in GAP_TARGETS:
+        hit = np.flatnonzero(gaps <= target)
+        reached[str(target)] = None if not hit.size else {"step": c["step"][hit[0]], "seconds": c["seconds"][hit[0]],
+                                                          "parent_accuracy": c["parent_accuracy"][hit[0]]}
+    return {"seed": seed, "steps": m["steps"], "train_seconds": m["seconds"],
+            "ms_per_step": 1e3 * m["seconds"] / m["steps"], "reached": reached, "final_gap": m["gap_to_bma"],
+            "final_parent_accuracy": m["parent_accuracy"], "bma_parent_accuracy": m["bma_parent_accuracy"],
+            "logit_floor_gap": m["output_rule_gap"], "target_seconds": 60.0}
 
 
 def main() -> None:
     ratio = step_cost_ratio()
     print(f"step cost: structured {ratio['structured_step_s'] * 1e3:.1f} ms, plain MHA "
-          f"{ratio['plain_mha_step_s'] * 1e3:.1f} ms, ratio {ratio['ratio']:.2f} (target <= 2)")
+          f"{ratio['plain_mha_step_s'] * 1e3:.1f} ms, ratio {ratio['ratio']:.2f} (target <= 2); the plain step is "
+          f"~{ratio['plain_gflop_per_step']:.1f} GFLOP ({ratio['plain_gflop_per_s']:.1f} GFLOP/s achieved): it "
+          f"projects all {ratio['tokens']} tokens of {ratio['batch']} contexts, the structured model only the query")
+    std = standard_step_cost()
+    print(f"standard transformer (robustness, full tier: K = {std['standard']['K']}, width "
+          f"{std['standard']['width']}, batch {std['standard']['batch']}): {std['standard_step_s'] * 1e3:.1f} ms a "
+          f"step ({std['standard_steps_per_s']:.1f} steps/s), {std['ratio']:.2f}x the fig2 structured step")
     fig2 = fig2_time_to_gap()
-    reach = ("not reached" if fig2["seconds_to_gap"] is None
-             else f"{fig2['seconds_to_gap']:.1f} s (step {fig2['step_at_gap']})")
-    print(f"fig2: {fig2['steps_per_second']:.1f} steps/s; gap <= 0.005 with accuracy within 1 point: {reach}; "
-          f"final gap {fig2['final_gap']:.4f}, accuracy {fig2['final_parent_accuracy']:.3f} vs BMA "
+    parts = []
+    for target, hit in fig2["reached"].items():
+        parts.append(f"gap <= {target}: " + ("not reached" if hit is None else
+                                             f"step {hit['step']}, {hit['seconds']:.1f} s"))
+    floor = fig2["logit_floor_gap"]
+    print(f"fig2 (seed {fig2['seed']}, {torch.get_num_threads()} thread(s)): {fig2['ms_per_step']:.1f} ms/step; "
+          f"{'; '.join(parts)}; final gap {fig2['final_gap']:.4f} after {fig2['steps']} steps "
+          f"({fig2['train_seconds']:.1f} s), accuracy {fig2['final_parent_accuracy']:.3f} vs BMA "
           f"{fig2['bma_parent_accuracy']:.3f}")
-    print(json.dumps({"step_cost": ratio, "fig2": fig2}, indent=1))
+    print(f"  the paper's logit-rule floor on the same contexts: {floor:.4f} nats above BMA; final gap / floor = "
+          f"{fig2['final_gap'] / floor:.3f}, target 0.002 / floor = {0.002 / floor:.3f}")
+    print(json.dumps({"step_cost": ratio, "standard_step": std, "fig2": fig2}, indent=1))
 
 
 if __name__ == "__main__":
