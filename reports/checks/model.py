@@ -671,7 +671,9 @@ def _fig5_rule(ctx: CheckContext, train_L: list, L_test: list, grid: dict) -> di
 
 
 def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
-    """fig5 under reading R1: L_pa^{L'} − BMA's for each training L; near BMA for many L'? smaller L better?"""
+    """fig5 under named readings (R1 end to end, R2 with one head budget at the full tier, R3 selector only):
+    L_pa^{L'} − BMA's for each training L; near BMA for many L'? smaller L better? Reproduced when a reading
+    reproduces it, not reproduced when none does."""
     by_reading = fig5_readings(_runs(ctx, "fig5"))
     runs = by_reading["R1"]
     labels = sorted(runs, key=lambda s: runs[s].config.L)
