@@ -212,6 +212,11 @@ def bma_reference(kernel: np.ndarray, batch: numerics.TaskBatch, L: int | None =
 def evaluate(model: TwoLayerModel, kernel: np.ndarray, batch: numerics.TaskBatch) -> dict:
     """Query loss, L_pa and parent accuracy of ``model`` on ``batch`` (floats)."""
     attention, probs = model_outputs(model, batch.context, batch.query)
+    return _metrics(attention, probs, batch)
+
+
+def _metrics(attention: np.ndarray, probs: np.ndarray, batch: numerics.TaskBatch) -> dict:
+    """Query loss, L_pa and parent accuracy from a model's outputs on ``batch``."""
     return {
         "query_loss": numerics.query_loss(probs, batch.query),
         "parent_loss": numerics.parent_loss(np.clip(attention, 1e-300, None), batch.parents),
@@ -382,10 +387,10 @@ def evaluate_test_L(model: TwoLayerModel, kernel: np.ndarray, config: TrainConfi
     for L_test in config.test_L:
         batch = eval_batch(config, kernel, L_test)
         posterior = numerics.parent_posterior(kernel, batch.context)
-        attention, _ = model_outputs(model, batch.context, batch.query)
+        attention, probs = model_outputs(model, batch.context, batch.query)  # once: fig5 evaluates 30 L'
         trained = numerics.parent_loss_by_context(np.clip(attention, 1e-300, None), batch.parents)  # (B,)
         bma = numerics.parent_loss_by_context(posterior, batch.parents)
-        rows[str(L_test)] = {**evaluate(model, kernel, batch),
+        rows[str(L_test)] = {**_metrics(attention, probs, batch),
                              "bma_parent_loss": numerics.parent_loss(posterior, batch.parents),
                              "bma_parent_accuracy": numerics.parent_accuracy(posterior, batch.parents),
                              "bma_loss": numerics.bma_loss(kernel, batch.context, batch.query),
