@@ -34,8 +34,9 @@ FIG2_QUICK_STEPS = 1000
 #:   left uncovered.
 #: - this preset (K = 32, w_L still for the first 100 steps while w_H, W_KQ and W_OV learn, W_KQ weight decay 0.1,
 #:   a 0.99 moving average of the weights, batch 256): seeds 0-4, full tier, 1 thread: gap 0.0005-0.0011 nats,
-#:   parent accuracy 0.1-0.3 points below BMA's, L_pa +0.006-0.008; 2 threads: the same to within 0.0003; every
-#:   example covered. Quick tier (1000 steps, seeds 0-4, 1 thread): gap 0.0009-0.0020, L_pa +0.008-0.018.
+#:   parent accuracy 0.1-0.35 points below BMA's, L_pa +0.006-0.008; 2 threads: the same to within 0.0003; every
+#:   example covered; the whole command takes 27-30 s with 1 thread and 20-22 s with 2 on an idle 2-core machine.
+#:   Quick tier (1000 steps, seeds 0-4, 1 thread): gap 0.0009-0.0020, L_pa +0.008-0.018.
 #: - Each piece removed alone (seeds 0 and 1, full tier, 1 thread) still reaches the floor (gap <= 0.0015, every
 #:   example covered), while removing all four brings seed 0's stall back: no single piece is necessary on these
 #:   seeds, so which one prevents the stall is not separable here; the preset keeps all four, which is what was
