@@ -45,6 +45,8 @@ FIG2_QUICK_STEPS = 1000
 
 #: Label prefix of fig5's reading-R2 runs (``"R2-L5"``); R1's runs are labelled ``"L5"``.
 FIG5_R2_PREFIX = "R2-"
+#: W_KQ's learning-rate factor in fig5's reading-R2 runs (see preset_configs).
+FIG5_R2_SELECTOR_LR_SCALE = 0.1
 
 
 def fig5_readings(runs: dict) -> dict[str, dict]:
@@ -107,9 +109,12 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
         runs = {f"L{L}": TrainConfig(L=L, K=fig5_heads(L), steps=600 if quick else fig5_steps(L), **common)
                 for L in train_L}
         if not quick:  # reading R2 (full tier): one head budget and an offset table covering every test L'
+            # W_KQ at 0.1x the learning rate (R1: 0.3x): with 44 heads summing their copies of few examples the
+            # selector's logits grow fast; at 0.3x the L = 1 run (seed 0) saturated on wrong parents (L_pa 107
+            # nats above BMA's at its own L), at 0.1x it ends +0.005 (2000 steps, 94 s). Other L not yet measured
             runs.update({f"{FIG5_R2_PREFIX}L{L}": TrainConfig(L=L, K=fig5_heads(max(train_L)),
                                                               offset_range=max(test_L), steps=fig5_steps(L),
-                                                              **common)
+                                                              selector_lr_scale=FIG5_R2_SELECTOR_LR_SCALE, **common)
                          for L in train_L})
     elif name == "fig6":
         # K = 12 (four heads per example): with K = 6 the full run left one example uncovered (L_pa 0.29 above

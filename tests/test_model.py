@@ -491,8 +491,10 @@ def test_fig5_full_tier_runs_reading_r2_with_one_head_budget_and_the_whole_offse
     r2 = {k.removeprefix(FIG5_R2_PREFIX): c for k, c in full.items() if k.startswith(FIG5_R2_PREFIX)}
     assert sorted(c.L for c in r2.values()) == sorted(FIG5_TRAIN_L)
     assert {(c.K, c.offset_range) for c in r2.values()} == {(fig5_heads(max(FIG5_TRAIN_L)), max(FIG5_TEST_L))}
-    for label, c in r2.items():  # the same run as R1's but for the head budget and the offset table
-        assert replace(c, K=full[label].K, offset_range=None) == full[label]
+    for label, c in r2.items():  # the same run as R1's but for the head budget, the offset table, W_KQ's lr
+        assert replace(c, K=full[label].K, offset_range=None,
+                       selector_lr_scale=full[label].selector_lr_scale) == full[label]
+        assert c.selector_lr_scale < full[label].selector_lr_scale
     assert not any(k.startswith(FIG5_R2_PREFIX) for k in preset_configs("fig5", tier="quick"))
     assert set(fig5_readings(full)) == {"R1", "R2"} and fig5_readings(full)["R2"].keys() == r2.keys()
 
