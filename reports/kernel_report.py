@@ -236,8 +236,10 @@ def in_units(result: dict, units: str) -> dict:
         r = out["claims"].get(claim)
         if r is None:
             continue
-        for row in [r] + list(r.get("rows", [])) + [f["instance"] for f in r.get("findings", [])
-                                                    if isinstance(f.get("instance"), dict)]:
+        rows = [r] + list(r.get("rows", [])) + [f["instance"] for f in r.get("findings", [])
+                                                 if isinstance(f.get("instance"), dict)]
+        # a finding's instance is one of the rows (deepcopy keeps it shared): scale each object once
+        for row in {id(row): row for row in rows}.values():
             for name in fields:
                 if isinstance(row.get(name), float):
                     row[name] *= scale

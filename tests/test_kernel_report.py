@@ -130,3 +130,23 @@ def test_units_bits_converts_the_information_quantities_and_nothing_else(tmp_pat
     assert "(I in bits)" in capsys.readouterr().out
     assert cli.main(["check", "lemma3-strict-dpi", "--units", "bits"]) == 2
     assert "--units applies with --kernel only" in capsys.readouterr().err
+
+
+def test_units_bits_scales_a_row_shared_with_a_finding_once():
+    # a refuted finding's instance is the swept row itself: in bits it must equal that row, each scaled once
+    # (reference: the nat result divided by ln 2)
+    import math
+
+    from reports.kernel_report import in_units
+
+    known = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "lemma3" and len(i["parents"]) == 3)  # δ(π)
+    nats = check_kernel_claims(known["kernel"], claims=("lemma3-strict-dpi",), parents=known["parents"],
+                               init=known["init"])
+    finding = next(f for f in nats["claims"]["lemma3-strict-dpi"]["findings"] if f["status"] == "refuted")
+    bits = in_units(nats, "bits")
+    refuted = next(f for f in bits["claims"]["lemma3-strict-dpi"]["findings"] if f["status"] == "refuted")
+    assert refuted["instance"]["mi_parent"] == pytest.approx(finding["instance"]["mi_parent"] / math.log(2),
+                                                             rel=1e-12)
+    row = next(x for x in bits["claims"]["lemma3-strict-dpi"]["rows"]
+               if (x["h"], x["h_prime"]) == (refuted["instance"]["h"], refuted["instance"]["h_prime"]))
+    assert row["mi_candidate"] == pytest.approx(finding["instance"]["mi_candidate"] / math.log(2), rel=1e-12)
