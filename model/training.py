@@ -61,8 +61,6 @@ class TrainConfig:
     w_L_delay: int = 0  # structured model: steps during which w_L (which example a copier head reads) stays at
     # its initial value while w_H, W_KQ and W_OV learn (see the fig2 preset)
     warmup: int = 50
-    decay_from: int = 0  # the cosine decay starts at max(warmup, decay_from); lr is constant in between
-    final_lr: float = 0.1  # the learning rate at the last step, as a fraction of lr
     ema: float = 0.0  # decay of an exponential moving average of the weights; when > 0 the average, not the last
     # iterate, is what is evaluated, returned and checkpointed as the model (0: the last iterate)
     eval_contexts: int = 2048
@@ -78,7 +76,7 @@ class TrainConfig:
             raise ValueError(f"model must be one of {MODEL_KINDS}, got {self.model!r}")
         for name, minimum in (("d", 2), ("H", 2), ("L", 1), ("K", 1), ("batch_size", 1), ("steps", 0),
                               ("eval_contexts", 1), ("eval_every", 1), ("checkpoint_every", 1), ("width", 1),
-                              ("warmup", 0), ("w_L_delay", 0), ("decay_from", 0), ("seed", 0)):
+                              ("warmup", 0), ("w_L_delay", 0), ("seed", 0)):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
                 raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -99,8 +97,6 @@ class TrainConfig:
             raise ValueError(f"offset_range must be None or an integer >= L = {self.L}, got {self.offset_range!r}")
         if self.offset_range is not None and self.model != "structured":
             raise ValueError("offset_range applies to the structured model only")
-        if not 0 < self.final_lr <= 1:
-            raise ValueError(f"final_lr must be a fraction of lr in (0, 1], got {self.final_lr!r}")
         if self.selector_weight_decay is not None and not self.selector_weight_decay >= 0:
             raise ValueError(f"selector_weight_decay must be >= 0 or None, got {self.selector_weight_decay!r}")
         if not 0 <= self.ema < 1:
@@ -225,14 +221,11 @@ def _metrics(attention: np.ndarray, probs: np.ndarray, batch: numerics.TaskBatch
 
 
 def learning_rate(config: TrainConfig, step: int) -> float:
-    """Linear warm-up over ``warmup`` steps, ``lr`` until ``decay_from``, then a cosine decay to ``final_lr`` · lr
-    at ``steps``."""
+    """Linear warm-up over ``warmup`` steps, then cosine decay to 10% of ``lr`` at ``steps``."""
     if step < config.warmup:
         return config.lr * (step + 1) / config.warmup
-    start = max(config.warmup, config.decay_from)
-    progress = max(0.0, step - start) / max(1, config.steps - start)
-    low = config.final_lr
-    return config.lr * (low + (1 - low) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
+    return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
 
 def param_groups(model: TwoLayerModel, config: TrainConfig) -> list[dict]:

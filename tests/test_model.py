@@ -330,7 +330,7 @@ def test_fig2_and_fig3_configs_are_the_measured_preset(tier, steps, contexts):
     assert (fig2.model, fig2.output, fig2.d, fig2.H, fig2.L, fig2.K, fig2.beta, fig2.init_std) == (
         "structured", "mixture", 5, 10, 10, 32, 10.0, 0.1)
     assert (fig2.lr, fig2.selector_lr_scale, fig2.grad_clip, fig2.batch_size, fig2.warmup) == (0.03, 0.3, 1.0, 256, 50)
-    assert (fig2.w_L_delay, fig2.ema, fig2.decay_from, fig2.final_lr) == (100, 0.99, 0, 0.1)
+    assert (fig2.w_L_delay, fig2.ema) == (100, 0.99)
     assert (fig2.weight_decay, fig2.selector_weight_decay) == (0.0, 0.1)
     assert (fig2.steps, fig2.eval_contexts, fig2.test_L) == (steps, contexts, (1, 2, 5, 10))
     assert preset_configs("fig2", tier=tier, steps=7, seed=3)["fig2"] == replace(fig2, steps=7, seed=3)
@@ -341,23 +341,17 @@ def test_other_presets_keep_the_plain_schedule():
     for name in ("fig5", "fig6", "robustness"):
         for tier in ("quick", "full"):
             for config in preset_configs(name, tier=tier).values():
-                assert (config.w_L_delay, config.ema, config.decay_from, config.final_lr,
-                        config.selector_weight_decay) == (0, 0.0, 0, 0.1, None)
+                assert (config.w_L_delay, config.ema, config.selector_weight_decay) == (0, 0.0, None)
 
 
 def test_learning_rate_schedule_by_hand():
-    # reference: warm-up (step + 1)/warmup · lr, flat until decay_from, then lr·(low + (1 − low)(1 + cos πt)/2)
-    c = TrainConfig(lr=0.1, steps=110, warmup=10, decay_from=60, final_lr=0.05)
+    # reference: warm-up (step + 1)/warmup · lr, then lr·(0.1 + 0.9(1 + cos πt)/2) from the warm-up's end
+    c = TrainConfig(lr=0.1, steps=110, warmup=10)
     assert learning_rate(c, 0) == pytest.approx(0.01)
     assert learning_rate(c, 9) == pytest.approx(0.1)
-    assert learning_rate(c, 35) == pytest.approx(0.1) and learning_rate(c, 60) == pytest.approx(0.1)
-    assert learning_rate(c, 85) == pytest.approx(0.1 * (0.05 + 0.95 * 0.5))
-    assert learning_rate(c, 110) == pytest.approx(0.005)
-    plain = TrainConfig(lr=0.1, steps=110, warmup=10)  # decay from the end of the warm-up to 10%
-    assert learning_rate(plain, 60) == pytest.approx(0.1 * (0.1 + 0.9 * 0.5))
-    assert learning_rate(plain, 110) == pytest.approx(0.01)
-    for bad in ({"final_lr": 0.0}, {"final_lr": 1.5}, {"ema": 1.0}, {"ema": -0.1}, {"w_L_delay": -1},
-                {"decay_from": -1}, {"selector_weight_decay": -0.1}):
+    assert learning_rate(c, 60) == pytest.approx(0.1 * (0.1 + 0.9 * 0.5))
+    assert learning_rate(c, 110) == pytest.approx(0.01)
+    for bad in ({"ema": 1.0}, {"ema": -0.1}, {"w_L_delay": -1}, {"selector_weight_decay": -0.1}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             TrainConfig(**bad)
 
