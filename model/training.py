@@ -384,7 +384,7 @@ def evaluate_test_L(model: TwoLayerModel, kernel: np.ndarray, config: TrainConfi
         trained = numerics.parent_loss_by_context(np.clip(attention, 1e-300, None), batch.parents)  # (B,)
         bma = numerics.parent_loss_by_context(posterior, batch.parents)
         rows[str(L_test)] = {**_metrics(attention, probs, batch),
-                             "bma_parent_loss": numerics.parent_loss(posterior, batch.parents),
+                             "bma_parent_loss": float(bma.mean()),  # every context has H − 1 positions
                              "bma_parent_accuracy": numerics.parent_accuracy(posterior, batch.parents),
                              "bma_loss": numerics.bma_loss(kernel, batch.context, batch.query),
                              # standard errors over the held-out contexts: of L_pa, and of L_pa − BMA's (paired)

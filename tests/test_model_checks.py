@@ -379,17 +379,21 @@ def test_short_seeded_training_lowers_the_loss_toward_bma():
 
 
 def test_fig5_reading_r2_is_judged_on_its_own_runs_when_trained(fig5_runs, monkeypatch):
-    # R2 runs (label prefix "R2-") are read apart from R1's: here R2's stand-ins are R1's own runs, so R2's grid
-    # equals R1's and both readings get the same rule; the quick tier (no R2 runs) reports R1 and R3 only
+    # R2 runs (label prefix "R2-") are read apart from R1's. Reference: each R2 stand-in's own by_test_L rows. The
+    # R2 stand-ins are untrained models (not constructions), so their grid differs from R1's: a check that read R1's
+    # runs for R2 would fail here. The quick tier (no R2 runs) reports R1 and R3 only
     from model.presets import FIG5_R2_PREFIX
 
-    with_r2 = {**fig5_runs, **{FIG5_R2_PREFIX + k: r for k, r in fig5_runs.items()}}
-    _patch_runs(monkeypatch, {"fig5": with_r2})
+    r2_runs = {f"L{L}": _stand_in_run(L=L, H=6, test_L=(1, 2, 3, 5), K=L + 1) for L in (1, 3)}
+    _patch_runs(monkeypatch, {"fig5": {**fig5_runs, **{FIG5_R2_PREFIX + k: r for k, r in r2_runs.items()}}})
     outcome = checks.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
     assert list(outcome.measured["readings"]) == ["R1", "R2", "R3"]
     r2 = outcome.measured["R2_shared_budget"]
-    assert r2["grid"] == outcome.measured["grid"]
-    assert outcome.measured["readings"]["R2"] == outcome.measured["readings"]["R1"]
+    expected = {k: [r.metrics["by_test_L"][str(L)]["parent_loss"] - r.metrics["by_test_L"][str(L)]["bma_parent_loss"]
+                    for L in (1, 2, 3, 5)] for k, r in r2_runs.items()}
+    assert r2["grid"] == expected and r2["grid"] != outcome.measured["grid"]
+    assert r2["own_L_parent_loss_gap"] == {k: r.metrics["parent_loss_gap"] for k, r in r2_runs.items()}
+    assert not outcome.converged  # untrained R2 runs are not converged, so the claim cannot pass on them
     assert any(a.startswith("reading R2") for a in outcome.assumptions) and "R2 (shared head budget)" in outcome.summary
     assert any(t.title.startswith("reading R2") for t in outcome.tables)
 
