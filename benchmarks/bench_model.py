@@ -46,6 +46,18 @@ class PlainAttentionModel(nn.Module):
         return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
 
 
+def _training_step(model, loss_fn):
+    """One AdamW training step of ``model`` on ``loss_fn()``, as a callable to time."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step():
+        loss = loss_fn()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return step
+
+
 def _step_seconds(step, repeats: int) -> float:
     step()  # warm-up
     start = time.perf_counter()
@@ -66,18 +78,8 @@ def step_cost_ratio(repeats: int = 5) -> dict:
     plain = PlainAttentionModel(config.d, width, 4, n_tokens)  # 4 heads of 30: a conventional head size
     tokens = torch.cat([context, query[:, None]], dim=1).reshape(len(query), n_tokens)  # (B, N)
 
-    def stepper(model, loss_fn):
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-
-        def step():
-            loss = loss_fn()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        return step
-
-    t_structured = _step_seconds(stepper(structured, lambda: structured.loss(context, query)), repeats)
-    t_plain = _step_seconds(stepper(plain, lambda: plain.loss(tokens)), repeats)
+    t_structured = _step_seconds(_training_step(structured, lambda: structured.loss(context, query)), repeats)
+    t_plain = _step_seconds(_training_step(plain, lambda: plain.loss(tokens)), repeats)
     # the plain step's cost is real, not a measurement error: count its multiply-adds (forward; a training step
     # is about 3x): per layer the four width x width projections of every token and the two N x N attention products
     B = len(query)
@@ -96,14 +98,7 @@ def standard_step_cost(repeats: int = 5) -> dict:
         batch = step_batch(config, kernel, 0)
         context, query = torch.from_numpy(batch.context), torch.from_numpy(batch.query)
         model = build_model(config, torch.Generator().manual_seed(0))
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-
-        def step():
-            loss = model.loss(context, query)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        return _step_seconds(step, repeats)
+        return _step_seconds(_training_step(model, lambda: model.loss(context, query)), repeats)
 
     standard = preset_configs("robustness", tier="full", device="cpu")["standard"]
     t_standard = seconds(standard)
