@@ -16,10 +16,10 @@ report: $(STAMP)
 	$(VENV)/bin/bma-verify report --tier quick --jobs 2 --out reports/latest --force $(if $(CI),--quiet,)
 
 test: $(STAMP)
-	OMP_NUM_THREADS=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest -q -n 2 --dist loadfile
+	OMP_NUM_THREADS=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-bma-ci} $(PY) -m pytest -q -n 2 --dist loadfile
 
 test-fast: $(STAMP)
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-dev} $(PY) -m pytest -q -m "not slow"
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-bma-dev} $(PY) -m pytest -q -m "not slow"
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

@@ -3,10 +3,14 @@
 Installing the package registers this module as a pytest plugin (entry point ``pytest11``, name ``bma_verify``);
 nothing needs to be imported or listed in ``conftest.py``. It
 
-- registers the Hypothesis settings profiles ``dev``, ``ci`` and ``thorough`` (:data:`PROFILES`) and loads the
-  one named by the environment variable ``HYPOTHESIS_PROFILE`` (an unknown name stops the run with a usage error
-  instead of being ignored). Hypothesis' own ``--hypothesis-profile NAME`` option takes precedence; with neither,
-  the settings are left as they are (Hypothesis' defaults, or what your ``conftest.py`` loads);
+- registers the Hypothesis settings profiles ``bma-dev``, ``bma-ci`` and ``bma-thorough`` (:data:`PROFILES`) and
+  loads the one named by the environment variable ``HYPOTHESIS_PROFILE`` (an unknown name stops the run with a usage
+  error instead of being ignored). Hypothesis' own ``--hypothesis-profile NAME`` option takes precedence; with
+  neither, the settings are left as they are (Hypothesis' defaults, its own ``ci`` profile where it detects a CI
+  server, or what your ``conftest.py`` loads). The names carry a ``bma-`` prefix so that registering them never
+  redefines a profile Hypothesis (``default``, ``ci``) or your project already has: Hypothesis loads its ``ci``
+  profile by itself on CI servers, and redefining it would change the settings of every suite that merely has the
+  package installed;
 - offers fixtures drawing from a numpy Generator seeded by ``--bma-seed`` (default 0) and the test's id, so each
   test gets its own reproducible stream: ``bma_rng``, ``bma_kernel``, ``bma_instance``, and ``bma_strategies``
   (the module :mod:`numerics.strategies`, for ``@given``).
@@ -29,13 +33,13 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.errors import InvalidArgument
 
-#: The settings profiles (keyword arguments of ``hypothesis.settings``): ``dev`` for quick local runs, ``ci``
-#: reproducible (derandomised) with a failure blob to replay, ``thorough`` for a long hunt.
+#: The settings profiles (keyword arguments of ``hypothesis.settings``): ``bma-dev`` for quick local runs,
+#: ``bma-ci`` reproducible (derandomised) with a failure blob to replay, ``bma-thorough`` for a long hunt.
 PROFILES = {
-    "dev": {"max_examples": 30, "deadline": None},
-    "ci": {"max_examples": 60, "deadline": None, "derandomize": True, "print_blob": True,
+    "bma-dev": {"max_examples": 30, "deadline": None},
+    "bma-ci": {"max_examples": 60, "deadline": None, "derandomize": True, "print_blob": True,
            "suppress_health_check": [HealthCheck.too_slow]},
-    "thorough": {"max_examples": 1000, "deadline": None, "suppress_health_check": [HealthCheck.too_slow]},
+    "bma-thorough": {"max_examples": 1000, "deadline": None, "suppress_health_check": [HealthCheck.too_slow]},
 }
 PROFILE_ENV = "HYPOTHESIS_PROFILE"
 
@@ -67,7 +71,7 @@ def load_profile_from_env(default: str | None = None) -> str | None:
     return name
 
 
-# Registered at import, before any pytest_configure runs, so that --hypothesis-profile=thorough (handled by
+# Registered at import, before any pytest_configure runs, so that --hypothesis-profile=bma-thorough (handled by
 # Hypothesis' own plugin) finds the profile whatever the order in which the plugins are configured.
 register_profiles()
 

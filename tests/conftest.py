@@ -1,8 +1,8 @@
 """One torch thread per test (small models run fastest so, and `make test` runs one worker per core).
 
-The Hypothesis settings profiles dev, ci and thorough come from the package's pytest plugin
+The Hypothesis settings profiles bma-dev, bma-ci and bma-thorough come from the package's pytest plugin
 (numerics/pytest_plugin.py, loaded through its `pytest11` entry point), which also loads HYPOTHESIS_PROFILE;
-this suite defaults to `dev` when HYPOTHESIS_PROFILE is unset (`make test` uses `ci`)."""
+this suite defaults to `bma-dev` when HYPOTHESIS_PROFILE is unset (`make test` uses `bma-ci`)."""
 import os
 
 import pytest
@@ -10,7 +10,7 @@ import torch
 from hypothesis import settings
 
 if not os.environ.get("HYPOTHESIS_PROFILE"):
-    settings.load_profile("dev")  # registered by the plugin, imported before any conftest
+    settings.load_profile("bma-dev")  # registered by the plugin, imported before any conftest
 
 
 @pytest.fixture(autouse=True)

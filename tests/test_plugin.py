@@ -86,13 +86,24 @@ USER_TESTS = textwrap.dedent('''
 ''')
 
 
-def _run_user_project(tmp_path, name, *args, profile=None):
-    """pytest in tmp_path/name holding only the user's test file; return (CompletedProcess, report dict)."""
+# The variables by which Hypothesis decides that it runs on a CI server (and then loads its own `ci` profile).
+CI_VARIABLES = ("CI", "TF_BUILD", "BUILDKITE", "CIRCLECI", "CIRRUS_CI", "CODEBUILD_BUILD_ID", "GITHUB_ACTIONS",
+                "GITLAB_CI", "HEROKU_TEST_RUN_ID", "TEAMCITY_VERSION", "bamboo.buildKey")
+
+
+def _run_user_project(tmp_path, name, *args, profile=None, ci=None):
+    """pytest in tmp_path/name holding only the user's test file; return (CompletedProcess, report dict).
+
+    ci=None keeps this machine's CI variables; False removes them; True sets CI=true, as a CI server does."""
     project = tmp_path / name
     project.mkdir()
     (project / "test_user.py").write_text(USER_TESTS)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS")}
     env["OMP_NUM_THREADS"] = "1"
+    if ci is not None:
+        env = {k: v for k, v in env.items() if k not in CI_VARIABLES}
+        if ci:
+            env["CI"] = "true"
     if profile is not None:
         env["HYPOTHESIS_PROFILE"] = profile
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
@@ -104,18 +115,19 @@ def _run_user_project(tmp_path, name, *args, profile=None):
 
 @pytest.mark.slow
 def test_plugin_in_a_temporary_project(tmp_path):
-    # Reference: the profiles as registered by the plugin (PROFILES: thorough 1000 examples, ci 60 and
+    # Reference: the profiles as registered by the plugin (PROFILES: bma-thorough 1000 examples, bma-ci 60 and
     # derandomised), the example count Hypothesis ran in the user's @given test, and the fixtures' contracts.
-    thorough, seen = _run_user_project(tmp_path, "thorough", profile="thorough")
+    thorough, seen = _run_user_project(tmp_path, "thorough", profile="bma-thorough")
     assert thorough.returncode == 0, thorough.stdout + thorough.stderr
     assert seen["plugin"] is True
-    assert seen["profile"] == "thorough" and seen["max_examples"] == pytest_plugin.PROFILES["thorough"]["max_examples"]
-    assert seen["examples"] > pytest_plugin.PROFILES["ci"]["max_examples"]  # not the ci / dev / default budget
+    assert (seen["profile"] == "bma-thorough"
+            and seen["max_examples"] == pytest_plugin.PROFILES["bma-thorough"]["max_examples"])
+    assert seen["examples"] > 100  # not the bma-ci / bma-dev budget, nor Hypothesis' default or ci (100)
     assert seen["examples"] <= 1000
 
-    ci, seen_ci = _run_user_project(tmp_path, "ci", "--bma-seed", "1", profile="ci")
+    ci, seen_ci = _run_user_project(tmp_path, "ci", "--bma-seed", "1", profile="bma-ci")
     assert ci.returncode == 0, ci.stdout + ci.stderr
-    assert seen_ci["profile"] == "ci" and seen_ci["max_examples"] == 60 and seen_ci["derandomize"] is True
+    assert seen_ci["profile"] == "bma-ci" and seen_ci["max_examples"] == 60 and seen_ci["derandomize"] is True
     assert seen_ci["examples"] <= 60
     # the fixtures' Generator is seeded by --bma-seed and the test id: same test, other seed, other kernel
     assert seen_ci["seed"] != seen["seed"] and seen_ci["kernel"] != seen["kernel"]
@@ -123,13 +135,13 @@ def test_plugin_in_a_temporary_project(tmp_path):
 
 def test_plugin_refuses_an_unknown_profile_and_keeps_settings_when_unset(tmp_path):
     # Reference: pytest's exit status 4 (usage error) with the known profiles named, instead of silently
-    # ignoring the variable; with HYPOTHESIS_PROFILE unset Hypothesis' own default profile stays loaded.
-    bad, _ = _run_user_project(tmp_path, "bad", "-k", "profile", profile="thorogh")
+    # ignoring the variable.
+    bad, _ = _run_user_project(tmp_path, "bad", "-k", "profile", profile="bma-thorogh")
     assert bad.returncode == 4
-    assert "thorogh" in bad.stderr and "thorough" in bad.stderr and "Traceback" not in bad.stderr
+    assert "bma-thorogh" in bad.stderr and "bma-thorough" in bad.stderr and "Traceback" not in bad.stderr
     unset, seen = _run_user_project(tmp_path, "unset", "-k", "profile_is_loaded or kernel_fixture")
     assert unset.returncode == 0, unset.stdout + unset.stderr
-    assert seen["profile"] == "default" and seen["plugin"] is True
+    assert seen["plugin"] is True
     # the fixtures' stream depends only on the test id and --bma-seed (default 0): this kernel is the one the
     # same test would draw in any other run, recomputed here from the documented seeding
     import numpy as np
@@ -140,11 +152,26 @@ def test_plugin_refuses_an_unknown_profile_and_keeps_settings_when_unset(tmp_pat
     assert np.array_equal(np.array(seen["kernel"]), expected)
 
 
+@pytest.mark.parametrize("ci", [False, True], ids=["local", "ci-server"])
+def test_plugin_leaves_the_settings_alone_when_no_profile_is_named(tmp_path, ci):
+    # Reference: the same user project run with the plugin disabled (-p no:bma_verify) in the same environment.
+    # On a CI server (CI=true) Hypothesis loads its own `ci` profile (100 examples, derandomised); a plugin that
+    # registered a profile of that name would change it (it did: 60 examples), so this fails if it ever does again.
+    args = ("-k", "profile_is_loaded")
+    on, seen_on = _run_user_project(tmp_path, "on", *args, ci=ci)
+    off, seen_off = _run_user_project(tmp_path, "off", *args, "-p", "no:bma_verify", ci=ci)
+    assert on.returncode == 0 and off.returncode == 0, on.stdout + on.stderr + off.stdout + off.stderr
+    assert seen_on["plugin"] is True and seen_off["plugin"] is False
+    assert seen_off["profile"] == ("ci" if ci else "default")  # Hypothesis' own choice, not ours
+    for key in ("profile", "max_examples", "derandomize"):
+        assert seen_on[key] == seen_off[key], key
+
+
 def test_this_suite_loads_the_profile_through_the_plugin():
     # Reference: tests/conftest.py no longer registers profiles; the plugin's are the ones loaded here.
     from hypothesis import settings
 
     assert set(pytest_plugin.PROFILES) <= set(settings._profiles)
-    expected = os.environ.get("HYPOTHESIS_PROFILE") or "dev"
+    expected = os.environ.get("HYPOTHESIS_PROFILE") or "bma-dev"
     assert settings.get_current_profile_name() == expected
     assert settings().max_examples == pytest_plugin.PROFILES[expected]["max_examples"]
