@@ -499,3 +499,51 @@ def test_the_copy_initialised_diagnostic_runs_at_the_full_tier_only():
     full = preset_configs("robustness", tier="full")
     assert full["standard-copy-init"].layer1_init == "copy"
     assert all(c.layer1_init == "mimetic" for k, c in full.items() if k != "standard-copy-init")
+
+
+def _reachable_extremes_by_permutations(x, y, band):
+    """Reference for spearman_range: every ordering of n ≤ 6 values, kept when a point of the box realises it
+    (placed left to right, each as low as its interval and the previous point allow) and scored by scipy."""
+    import itertools
+
+    from scipy.stats import spearmanr
+
+    values = []
+    for order in itertools.permutations(range(len(y))):
+        z, last = np.empty(len(y)), -np.inf
+        for i in order:
+            z[i] = last = max(last + 1e-12, y[i] - band)
+        if all(z[i] <= y[i] + band + 1e-9 for i in range(len(y))):
+            values.append(spearmanr(x, z).statistic)
+    return min(values), max(values)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(3, 6).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(1, 4), min_size=n, max_size=n),  # training L with ties allowed
+    st.lists(st.integers(0, 100).map(lambda k: k / 100), min_size=n, max_size=n, unique=True),
+    st.integers(0, 50).map(lambda k: k / 100 + 0.0037))))  # no y_j - y_i equals 2 band exactly
+def test_spearman_range_is_exact_over_the_box(case):
+    # Reference: brute force over every ordering reachable inside the box |z - y| <= band, scored by scipy.
+    x, y, band = (np.asarray(v, float) for v in case)
+    if np.ptp(x) == 0:
+        return
+    got = analysis.spearman_range(x, y, float(band))
+    low, high = _reachable_extremes_by_permutations(x, y, float(band))
+    assert got["low"] == pytest.approx(low, abs=1e-9) and got["high"] == pytest.approx(high, abs=1e-9)
+    assert got["low"] <= got["rho"] + 1e-9 <= got["high"] + 2e-9
+
+
+def test_spearman_range_sees_orderings_inside_the_box_not_only_its_corners():
+    # The fig5 R3 row of seed 1 (full tier): ρ ≥ 0.5 at every corner of the box, but this point inside it (each
+    # value moved by at most the band) reverses the first four and has ρ = 0 by scipy, so the sign is not robust.
+    from scipy.stats import spearmanr
+
+    x, y, band = [1, 2, 5, 10, 20], np.array([0.0025, 0.0038, 0.0055, 0.0089, 0.0527]), 0.015
+    inside = np.array([0.0174, 0.0158, 0.0115, 0.0089, 0.0527])
+    assert np.all(np.abs(inside - y) <= band)
+    got = analysis.spearman_range(x, y, band)
+    assert got["low"] <= spearmanr(x, inside).statistic == pytest.approx(0.0)
+    assert got["rho"] == pytest.approx(1.0) and got["low"] == 0.0  # exactly 0: not "> 0", so not robust
+    with pytest.raises(ValueError, match="band"):
+        analysis.spearman_range(x, y, -0.1)
