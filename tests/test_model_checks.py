@@ -407,3 +407,33 @@ def test_robustness_never_reads_pass_for_a_run_that_has_not_converged(monkeypatc
     outcome = checks.exp_robustness(CheckContext(tier="quick", seed=0))
     assert outcome.measured["construction"]["verdict"] == "inconclusive"
     assert outcome.verdict == "inconclusive" and "not converged" in outcome.reason and not outcome.converged
+
+
+def test_fig5_full_tier_judges_each_reading_on_every_seed(fig5_runs, monkeypatch):
+    # Reference: the per-seed readings the check reports (by_seed), combined by hand: a reading reproduces the claim
+    # only when it does on every seed and fails it only when it fails on every seed. The second seed's runs are
+    # untrained stand-ins (not constructions), so the two seeds disagree somewhere; a check that judged the report
+    # seed alone would report its readings unchanged and count as converged.
+    first_seed = CheckContext(tier="full", seed=0).seed_for("model:fig5")
+    other = {f"L{L}": _stand_in_run(L=L, H=6, test_L=(1, 2, 3, 5), K=L + 1) for L in (1, 3)}
+    asked = []
+
+    def fake(name, *, tier, seed, device, quiet, output):
+        asked.append(seed)
+        return fig5_runs if seed == first_seed else other
+
+    monkeypatch.setattr(checks, "train_preset_runs", fake)
+    outcome = checks.exp_fig5_generalization(CheckContext(tier="full", seed=0))
+    assert len(asked) == checks.FIG5_FULL_SEEDS == 2 and asked[0] == first_seed and asked[1] != first_seed
+    by_seed = outcome.measured["by_seed"]
+    assert len(by_seed) == 2 and set(by_seed[0]) == {"seed", "R1", "R3"}
+    alone = checks.exp_fig5_generalization(CheckContext(tier="quick", seed=0))  # the first seed's runs alone
+    for name, combined in outcome.measured["readings"].items():
+        per_seed = [s[name]["reading"] for s in by_seed]
+        expected = ("pass" if set(per_seed) == {"pass"} else "fail" if set(per_seed) == {"fail"} else "noise")
+        assert combined == expected, (name, per_seed)
+    assert by_seed[0]["R3"]["reading"] == alone.measured["readings"]["R3"]
+    # R3 is undecided on the constructions (every row at BMA: ρ within noise) and fails on the untrained seed
+    assert [s["R3"]["reading"] for s in by_seed] == ["noise", "fail"] and outcome.measured["readings"]["R3"] == "noise"
+    assert alone.converged and not outcome.converged  # the untrained seed is not converged
+    assert outcome.verdict != "pass" and "training seeds" in outcome.summary
