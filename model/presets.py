@@ -119,9 +119,9 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
         if not quick:  # reading R2 (full tier): one head budget and an offset table covering every test L'
             # W_KQ at 0.1x the learning rate (R1: 0.3x): with 44 heads summing their copies of few examples the
             # selector's logits grow fast; at 0.3x the L = 1 run (seed 0) saturated on wrong parents (L_pa 107
-            # nats above BMA's at its own L), at 0.1x it ends +0.005 (2000 steps, 94 s). Other L not yet measured
-            # with the recipe the R2 run at L = 20 ends 0.058 above BMA's L_pa after 4000 steps and 0.049 after
-            # 6000 (seed 0; W_KQ at 0.3x: 0.073), so it trains 6000
+            # nats above BMA's at its own L), at 0.1x it ends +0.005 (2000 steps, 94 s). With fig2's recipe the R2
+            # run at L = 20 ends 0.058 above BMA's L_pa after 4000 steps and 0.049 after 6000 (seed 0; W_KQ at
+            # 0.3x: 0.073), so it trains 6000
             runs.update({f"{FIG5_R2_PREFIX}L{L}": TrainConfig(L=L, K=fig5_heads(max(train_L)),
                                                               offset_range=max(test_L),
                                                               steps=6000 if L >= 20 else fig5_steps(L),
