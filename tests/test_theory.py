@@ -23,7 +23,7 @@ from theory import (derive_bma_score_identity, derive_lemma3_strict_dpi, derive_
 from theory.bma import PI
 from theory.construction import BETA, G_SYM, H_SYM, L_SYM
 from theory.consistency import EPS, GAP
-from theory.derivation import Derivation, ErrorTracker, is_exactly_zero
+from theory.derivation import Derivation, ErrorTracker, complex_step_gradient, is_exactly_zero
 from theory.dpi import P_BSC
 from theory.ds import RHO
 
@@ -332,3 +332,11 @@ def test_prop1_control_shift_vanishes_at_a_zero():
     at_zero = wrong.results["attention_column_shift"].subs({s: 0 for s in a})
     assert sp.simplify(at_zero - true.results["attention_column_shift"].subs({s: 0 for s in a})) == sp.zeros(1, 2)
     assert not is_exactly_zero(wrong.residuals["column_shift_difference"])
+
+
+def test_complex_step_gradient_matches_the_softmax_gradient_of_log_sum_exp():
+    # reference: ∂/∂x_j log Σ_i e^{x_i} = softmax(x)_j, written out by hand; a finite difference would be off at 1e-8
+    x = np.array([0.3, -1.2, 2.0, 0.0])
+    softmax = np.exp(x) / np.exp(x).sum()
+    got = complex_step_gradient(lambda z: np.log(np.exp(z).sum()), x)
+    np.testing.assert_allclose(got, softmax, rtol=1e-14, atol=0)

@@ -36,7 +36,8 @@ import sympy as sp
 import numerics
 from numerics._validate import check_positive_int, check_rng
 from numerics.dag_information import DagLaw, dag_chi2_gain, dag_init_gradient, dag_lemma4_terms
-from theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, labelled
+from theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, complex_step_gradient,
+                               labelled)
 
 CLAIM_LEMMA4 = "ext-dag-lemma4-sets"
 CLAIM_THM3 = "ext-dag-thm3-sets"
@@ -363,16 +364,6 @@ def perturb_dag_thm3(C_values: tuple[int, ...] = (3, 6), d: int = 2, k: int = 2,
     return derive_dag_thm3(tuple(C_values), d, k).perturbed(perturbation, recheck)
 
 
-def _complex_step(loss, x: np.ndarray) -> np.ndarray:
-    t = 1e-30
-    out = np.empty(x.shape[0])
-    for j in range(x.shape[0]):
-        z = x.astype(complex)
-        z[j] += 1j * t
-        out[j] = loss(z).imag / t
-    return out
-
-
 def verify_dag_thm3(rng, *, n_points: int = 8, C_values: tuple[int, ...] = (3, 6), d: int = 2, k: int = 2,
                     H: int = 5, perturbation: Perturbation | None = None) -> Verification:
     """Compare the derived gradients and J terms with independent numerics at random points.
@@ -405,7 +396,8 @@ def verify_dag_thm3(rng, *, n_points: int = 8, C_values: tuple[int, ...] = (3, 6
         h = position_of[C]
         rv = rng.uniform(0.05, 1.0, size=C)
         loss = lambda p, rv=rv: -np.log(np.sum(np.exp(p) / np.sum(np.exp(p)) * rv))  # noqa: E731
-        tracker.compare(f"mixture_gradient_C{C}", np.ravel(mixture[C](*rv)), -_complex_step(loss, np.zeros(C)))
+        tracker.compare(f"mixture_gradient_C{C}", np.ravel(mixture[C](*rv)),
+                        -complex_step_gradient(loss, np.zeros(C)))
 
         kernels = numerics.random_dag_kernels(d, k, alpha=0.8, eps=0.02, rng=rng)
         parent_sets = numerics.random_parent_sets(H, k, rng=rng)

@@ -24,8 +24,8 @@ import sympy as sp
 import numerics
 from numerics.gradient import chi2_gain, init_gradient
 from numerics._validate import check_positive_int, check_rng
-from theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, labelled, probability_vector,
-                                stochastic_matrix)
+from theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, complex_step_gradient, labelled,
+                               probability_vector, stochastic_matrix)
 
 CLAIM = "thm3-init-gradient"
 
@@ -201,17 +201,6 @@ def perturb_thm3_init_gradient(h_values: tuple[int, ...] = (2, 3, 4), d_values: 
     return derive_thm3_init_gradient(h_values, d_values, logit_h, logit_d).perturbed(perturbation, recheck)
 
 
-def _complex_step(loss, x: np.ndarray) -> np.ndarray:
-    """∂loss/∂x_j by the complex step (exact to rounding for analytic loss): Im loss(x + i·t·e_j) / t."""
-    t = 1e-30
-    out = np.empty(x.shape[0])
-    for j in range(x.shape[0]):
-        z = x.astype(complex)
-        z[j] += 1j * t
-        out[j] = loss(z).imag / t
-    return out
-
-
 def _mixture_loss(r: np.ndarray):
     return lambda phat: -np.log(np.sum(np.exp(phat) / np.sum(np.exp(phat)) * r))
 
@@ -261,8 +250,8 @@ def verify_thm3_init_gradient(rng, *, n_points: int = 12, H: int = 5, perturbati
         h = h_values[i % len(h_values)]
         d = d_values[i % len(d_values)]
         r = rng.uniform(0.05, 1.0, size=h)
-        tracker.compare(f"mixture_gradient_h{h}", np.ravel(mixture[h](*r)), -_complex_step(_mixture_loss(r),
-                                                                                             np.zeros(h)))
+        tracker.compare(f"mixture_gradient_h{h}", np.ravel(mixture[h](*r)),
+                        -complex_step_gradient(_mixture_loss(r), np.zeros(h)))
         kernel = numerics.random_kernel(d, eps=0.02, rng=rng)
         parents = numerics.random_parents(max(H, h + 1), rng=rng)
         init = None if i % 2 == 0 else rng.dirichlet(np.ones(d))  # stationary and non-stationary μ₀
@@ -290,5 +279,5 @@ def verify_thm3_init_gradient(rng, *, n_points: int = 12, H: int = 5, perturbati
 
         lam_values = np.log(rng.dirichlet(np.ones(logit_d), size=logit_h))  # (h, d) log rows
         tracker.compare("logit_gradient", np.ravel(logit(*lam_values.ravel())),
-                        -_complex_step(_logit_loss(lam_values, 0), np.zeros(logit_h)))
+                        -complex_step_gradient(_logit_loss(lam_values, 0), np.zeros(logit_h)))
     return tracker.result(CLAIM, n_points)
