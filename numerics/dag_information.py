@@ -200,6 +200,18 @@ def _lemma4_terms(law: DagLaw, h: int, S: tuple) -> dict:
             "kl": kl, "kl_true_vs_candidate": kl_pairs, "overlap": len(set(S) & set(T)), "T": T, "S": S}
 
 
+def _sample_for_set(kernels, parent_sets, h, S, n, rng, init):
+    """The Monte Carlo checks' common start: validated (law, h, S), the true set T, n sampled sequences x of shape
+    (n, h + 1), and the encoded values a = x_T, b = x_S (each (n,), symbols in 0..d**k − 1)."""
+    law = DagLaw(kernels, parent_sets, init)
+    h, S = _check_position_and_set(law, h, S)
+    n = check_positive_int(n, "n", 2)
+    rng = check_rng(rng)
+    T = law.true_set(h)
+    x = sample_dag_chains(law.kernels, law.parent_sets[:h + 1], n, rng=rng, init=init)
+    return law, h, S, T, x, encode_parent_values(x[:, list(T)], law.d), encode_parent_values(x[:, list(S)], law.d)
+
+
 def dag_lemma4_monte_carlo(kernels, parent_sets, h: int, S, n: int, *, rng, init=None) -> dict:
     """Monte Carlo Lemma 4 for one (h, S) beside its exact terms.
 
@@ -207,14 +219,8 @@ def dag_lemma4_monte_carlo(kernels, parent_sets, h: int, S, n: int, *, rng, init
     Δ) and ``kl_estimate`` = mean of KL(π(·|x_T) ‖ π(·|x_S)) (the same Δ, Rao–Blackwellised over x_h), each an
     :class:`numerics.estimators.Estimate` with its standard error; ``exact`` = :func:`dag_lemma4_terms`.
     """
-    law = DagLaw(kernels, parent_sets, init)
-    h, S = _check_position_and_set(law, h, S)
-    n = check_positive_int(n, "n", 2)
-    rng = check_rng(rng)
-    T = law.true_set(h)
-    x = sample_dag_chains(law.kernels, law.parent_sets[:h + 1], n, rng=rng, init=init)  # (n, h+1)
+    law, h, S, T, x, a, b = _sample_for_set(kernels, parent_sets, h, S, n, rng, init)
     pi = law.kernels[-1]
-    a, b = encode_parent_values(x[:, list(T)], law.d), encode_parent_values(x[:, list(S)], law.d)
     with np.errstate(divide="ignore"):
         log_pi = np.log(pi)
     samples = log_pi[a, x[:, h]] - log_pi[b, x[:, h]]
@@ -314,14 +320,8 @@ def dag_lemma3_monte_carlo(kernels, parent_sets, h: int, S, n: int, *, rng, init
     """
     from numerics.estimators import mutual_information_estimate, mutual_information_ratio_estimate
 
-    law = DagLaw(kernels, parent_sets, init)
-    h, S = _check_position_and_set(law, h, S)
-    n = check_positive_int(n, "n", 2)
-    rng = check_rng(rng)
-    T = law.true_set(h)
-    x = sample_dag_chains(law.kernels, law.parent_sets[:h + 1], n, rng=rng, init=init)  # (n, h+1)
+    law, h, S, T, x, a, b = _sample_for_set(kernels, parent_sets, h, S, n, rng, init)
     D = law.d**law.k
-    a, b = encode_parent_values(x[:, list(T)], law.d), encode_parent_values(x[:, list(S)], law.d)  # (n,) each
     y = np.ascontiguousarray(x[:, h])
     mi_true, mi_candidate = _mi(law.joint(T, (h,))), _mi(law.joint(S, (h,)))
     return {"mi_candidate": mutual_information_estimate(b, y, D, method=method),
