@@ -87,7 +87,8 @@ def test_registry_has_every_claim_of_the_spec_once():
                 "exp-robustness"}
     # SPEC §4.2 (beyond the paper): the DAG extensions of ours and the paper's footnote 1
     beyond_ids = {"ext-dag-posterior", "ext-dag-lemma4-sets", "ext-dag-lemma3-sets", "ext-dag-thm3-sets",
-                  "ext-dag-construction", "ext-dag-families", "footnote1-selective-induction"}
+                  "ext-dag-construction", "ext-dag-families", "ext-dag-training",
+                  "footnote1-selective-induction"}
     assert set(CLAIM_IDS) == spec_ids | beyond_ids and len(CLAIM_IDS) == len(spec_ids | beyond_ids)
     assert {c.id for c in CLAIMS if c.section == "beyond"} == beyond_ids
     assert all(claim.checks for claim in CLAIMS)

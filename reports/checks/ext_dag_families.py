@@ -25,10 +25,10 @@ from reports.core import CheckContext, CheckOutcome, Control, Finding, Table, ne
 
 SIZES = {
     "quick": {"d": 3, "H": 6, "L_values": [1, 2, 3, 5, 8, 12, 20], "n_fit": 200, "n_eval": 200,
-              "control_L_values": [1, 2, 3, 5], "control_n": 100, "pair_steps": 600, "heads_steps": 600,
+              "control_L_values": [1, 2, 3, 5], "control_n": 100, "pair_steps": 3000, "heads_steps": 3000,
               "eval_contexts": 1000},
     "full": {"d": 3, "H": 6, "L_values": [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20], "n_fit": 1000, "n_eval": 1000,
-             "control_L_values": [1, 2, 3, 4, 5], "control_n": 400, "pair_steps": 2000, "heads_steps": 2000,
+             "control_L_values": [1, 2, 3, 4, 5], "control_n": 400, "pair_steps": 4000, "heads_steps": 4000,
              "eval_contexts": 4000},
 }
 #: The rule reads "a gap" only at L' <= SMALL_L (as Proposition 2's check for DS).
@@ -41,14 +41,21 @@ STANDARD = ("heads", "poe", "poe_slots")
 KERNEL_EPS = 0.01  # entrywise floor of the task's kernels (T = log π_k finite)
 
 #: Training rule: the trained pair model is "at BMA" when the upper 3-SE bounds of its held-out L_pa gap and
-#: query-loss gap are below these (nats per position h >= k). At initialisation they are 0.41 and 0.14.
+#: query-loss gap are below these (nats per position h >= k). At initialisation (K = 10, report seed 0) the upper
+#: bounds are 0.21 and 0.17 (the control).
 LPA_TOL = 0.1
 QUERY_TOL = 0.02
-#: Training hyper-parameters (model.dag_training.DagTrainConfig) per model: lr 0.1 with the selector at full
-#: rate trains the pair model to BMA in a few hundred steps; the heads model diverges in L_pa at that rate (both
-#: heads on one position), so it gets the tree training's rate (lr 0.03, selector at 0.3).
-TRAIN_SETTINGS = {"pair": {"lr": 0.1, "selector_lr_scale": 1.0, "K": 6},
-                  "heads": {"lr": 0.03, "selector_lr_scale": 0.3, "K": 6}}
+#: Training hyper-parameters (model.dag_training.DagTrainConfig) per model, both with K = 10 copier heads for L = 5.
+#: The pair model's L_pa gap to BMA (held-out, quick sizes, report seeds 0 / 1, one thread; rerun with
+#: ``train_dag(DagTrainConfig(model="pair", d=3, k=2, H=6, L=5, eval_contexts=1000, seed=CheckContext(seed=S)
+#: .seed_for("ext-dag-training:pair") % 2**31, ...))``): lr 0.1 (the earlier setting, K = 6) plateaus at 0.13-0.15
+#: after 600-1500 steps, and 0.20 with K = 10; lr 0.03 with K = 10 reaches 0.050 / - at 1500 steps, 0.018 /
+#: 0.0016 at 2000 and 0.012 / 0.0008 at 3000 (K = 6 at 3000: 0.041). Across ATEN_CPU_CAPABILITY=default|avx2|
+#: avx512 the seed-0 run ends at 0.086 / 0.022 / 0.018 after 2000 steps and 0.029 / 0.018 / 0.012 after 3000,
+#: seed 1 at 0.0008-0.0016: hence 3000 steps (quick), 4000 (full). The heads model diverges in L_pa at lr 0.1 (both
+#: heads on one position), so it gets the tree training's rate (lr 0.03, selector at 0.3) and the same steps.
+TRAIN_SETTINGS = {"pair": {"lr": 0.03, "selector_lr_scale": 1.0, "K": 10},
+                  "heads": {"lr": 0.03, "selector_lr_scale": 0.3, "K": 10}}
 
 
 def _sizes(ctx: CheckContext) -> dict:
@@ -260,14 +267,15 @@ def ext_dag_training(ctx: CheckContext) -> CheckOutcome:
     measured = {name: {"init": r["init"], "final": r["final"], "converged": r["converged"],
                        "steps": r["config"]["steps"]} for name, r in runs.items()}
     # float32 training: a different SIMD path changes the rounding of every step. Measured spread over
-    # OMP_NUM_THREADS=1|2 x ATEN_CPU_CAPABILITY=default|avx2 (quick, seed 0): pair lpa_gap / lpa_model 5.6e-2,
-    # query_gap / loss_model 2.2e-3; heads 4.0e-4 (all absolute). Tolerances x2 the pair's spread; each is below
-    # the distance from the initialisation it guards (L_pa gap 0.4, query gap 0.14). NB the pair's L_pa gap moves
-    # across LPA_TOL with the SIMD path (0.091 default, 0.136 avx2): the verdict is not robust at this size.
+    # ATEN_CPU_CAPABILITY=default|avx2|avx512 (quick, report seed 0, one thread, TRAIN_SETTINGS' notes): pair
+    # lpa_gap 0.012-0.029 (spread 0.017), query_gap within 2e-4; heads lpa_gap 0.259-0.314 (0.056), query_gap
+    # 0.0126-0.0159 (0.0033). Tolerances about three times those; the pair's stays below LPA_TOL, the distance from
+    # the gap it guards to the rule (the verdict itself has margin: the worst path ends at 0.029 against 0.1).
+    spread = {"pair": {"lpa": 0.05, "query": 0.002}, "heads": {"lpa": 0.15, "query": 0.01}}
     tolerances = {}
     for name in runs:
-        for key, tol in (("lpa_gap", 0.12), ("lpa_model", 0.12), ("query_gap", 0.005), ("loss_model", 0.005)):
-            tolerances[f"{name}.final.{key}"] = {"abs": tol}
+        for key, which in (("lpa_gap", "lpa"), ("lpa_model", "lpa"), ("query_gap", "query"), ("loss_model", "query")):
+            tolerances[f"{name}.final.{key}"] = {"abs": spread[name][which]}
     return CheckOutcome(
         verdict=decided["verdict"],
         measured=measured,
