@@ -137,10 +137,11 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
     else:
         common = dict(d=5, H=10, L=10, eval_contexts=1024 if quick else 4096, **base)
         # absolute: batch 256 leaves the uniform plateau by step ~250 (batch 128 only by ~500); 1500 steps reach
-        # parent accuracy 0.86 vs BMA's 0.89 on the report seed (L_pa +0.072: not converged). Tried (quick tier, one
-        # thread, L_pa above BMA's on the report seed / seed 1 / seed 2): 2500 steps +0.065 / +0.28 / +0.074; fig2's
-        # K = 32 with a 0.99 weight average and W_KQ decay 0.1 at 1500 steps +0.014 / +0.64 / +0.21 (seed 1 stays
-        # on the plateau); at 1200 steps +0.073 on the report seed. Not adopted: no recipe converged on every seed.
+        # parent accuracy 0.86 vs BMA's 0.89 on the report seed (L_pa +0.072 or +0.073, by host: not converged). Tried
+        # (quick tier, one thread, L_pa above BMA's on the report seed / seed 1 / seed 2): 2500 steps +0.065 / +0.28 /
+        # +0.074; fig2's K = 32 with a 0.99 weight average and W_KQ decay 0.1 at 1500 steps +0.014 / +0.64 / +0.21
+        # (seed 1 stays on the plateau); at 1200 steps +0.073 on the report seed. Not adopted: no recipe converged on
+        # every seed.
         # Each is train(replace(preset_configs("robustness", tier="quick", seed=S)["absolute"], steps=2500, ...)),
         # the report seed being reports.core.CheckContext(seed=0).seed_for("model:robustness")
         runs = {"absolute": TrainConfig(model="absolute", K=24, output=output, steps=1500 if quick else 4000,

@@ -399,7 +399,7 @@ def test_fig5_reading_r2_is_judged_on_its_own_runs_when_trained(fig5_runs, monke
 
 
 def test_robustness_never_reads_pass_for_a_run_that_has_not_converged(monkeypatch):
-    # the reference report's absolute-PE run met fig2's rule (gap 0.010, accuracy 0.863 vs 0.886) with L_pa +0.072,
+    # the reference report's absolute-PE run met fig2's rule (gap 0.010, accuracy 0.863 vs 0.886), L_pa +0.072-0.073,
     # above the converged bound: its reading must be "not converged", and the claim's reason must name it. Here the
     # construction (BMA itself) is made to count as unconverged by a bound below zero
     _patch_runs(monkeypatch, {"robustness": {"construction": _stand_in_run(L=5, construction=True)}})
