@@ -394,6 +394,11 @@ def test_fig5_reading_r2_is_judged_on_its_own_runs_when_trained(fig5_runs, monke
     assert r2["grid"] == expected and r2["grid"] != outcome.measured["grid"]
     assert r2["own_L_parent_loss_gap"] == {k: r.metrics["parent_loss_gap"] for k, r in r2_runs.items()}
     assert not outcome.converged  # untrained R2 runs are not converged, so the claim cannot pass on them
+    _, info = checks._fig5_one_seed(CheckContext(tier="quick", seed=0), checks._runs(CheckContext(tier="quick", seed=0),
+                                                                                     "fig5"))
+    assert info["own_L_parent_loss_gap"] == {**{k: r.metrics["parent_loss_gap"] for k, r in fig5_runs.items()},
+                                             **{FIG5_R2_PREFIX + k: r.metrics["parent_loss_gap"]
+                                                for k, r in r2_runs.items()}}
     assert any(a.startswith("reading R2") for a in outcome.assumptions) and "R2 (shared head budget)" in outcome.summary
     assert any(t.title.startswith("reading R2") for t in outcome.tables)
 
@@ -426,7 +431,11 @@ def test_fig5_full_tier_judges_each_reading_on_every_seed(fig5_runs, monkeypatch
     outcome = checks.exp_fig5_generalization(CheckContext(tier="full", seed=0))
     assert len(asked) == checks.FIG5_FULL_SEEDS == 2 and asked[0] == first_seed and asked[1] != first_seed
     by_seed = outcome.measured["by_seed"]
-    assert len(by_seed) == 2 and set(by_seed[0]) == {"seed", "R1", "R3"}
+    assert len(by_seed) == 2 and set(by_seed[0]) == {"seed", "converged", "own_L_parent_loss_gap", "R1", "R3"}
+    # each seed names its runs' own-L gaps (which run did not converge), read off the runs themselves
+    for s, runs in zip(by_seed, (fig5_runs, other)):
+        assert s["own_L_parent_loss_gap"] == {k: r.metrics["parent_loss_gap"] for k, r in runs.items()}
+    assert [s["converged"] for s in by_seed] == [True, False]
     alone = checks.exp_fig5_generalization(CheckContext(tier="quick", seed=0))  # the first seed's runs alone
     for name, combined in outcome.measured["readings"].items():
         per_seed = [s[name]["reading"] for s in by_seed]

@@ -22,7 +22,7 @@ import torch
 
 import numerics
 from model import analysis, figures
-from model.presets import fig5_readings, train_preset_runs
+from model.presets import FIG5_R2_PREFIX, fig5_readings, train_preset_runs
 from model.training import build_model, eval_batch
 from reports.core import CheckContext, CheckOutcome, Control, Table, save_figure
 
@@ -699,9 +699,10 @@ def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
     converged = all(i["converged"] for i in infos)
     worst = max((i["worst"] for i in infos), key=lambda m: m["parent_loss_gap"])
     verdict, reason = _verdict(ctx, status, converged, worst, {f"reading {k}": v for k, v in readings.items()})
-    by_seed = [{"seed": i["seed"], **{name: {"rule": rule["sides"], "reading": i["readings"][name],
-                                             "mean_parent_loss_gap": rule["mean_gap"], "spearman": rule["spearman"]}
-                                      for name, rule in i["rules"].items()}} for i in infos]
+    by_seed = [{"seed": i["seed"], "converged": i["converged"], "own_L_parent_loss_gap": i["own_L_parent_loss_gap"],
+                **{name: {"rule": rule["sides"], "reading": i["readings"][name],
+                          "mean_parent_loss_gap": rule["mean_gap"], "spearman": rule["spearman"]}
+                   for name, rule in i["rules"].items()}} for i in infos]
     seeds_text = (f"Over {len(infos)} training seeds ({', '.join(str(i['seed']) for i in infos)}), a reading counts "
                   "when it holds on every seed: " + "; ".join(
                       f"{name} {_reading_word(v)} (ρ = " + " / ".join(f"{i['rules'][name]['spearman']['rho']:+.2f}"
@@ -788,7 +789,11 @@ def _fig5_one_seed(ctx: CheckContext, runs_all: dict) -> tuple[CheckOutcome, dic
                            ["train L"] + [f"L'={L}" for L in L_test], [[k] + r2["grid"][runs[k].config.L]
                                                                        for k in labels])]
         r2_assumptions = [f"{FIG5_READING_R2}: {_reading_word(readings['R2'])}"]
+    own_gaps = {prefix + k: group[k].metrics["parent_loss_gap"]  # each run's L_pa gap at its own L, by run label
+                for prefix, group in (("", runs), (FIG5_R2_PREFIX, by_reading.get("R2", {}))) for k in labels
+                if k in group}
     info = {"seed": first.config.seed, "readings": readings, "converged": converged, "worst": worst,
+            "own_L_parent_loss_gap": own_gaps,
             "rules": {"R1": rule, **({"R2": r2["rule"]} if r2 is not None else {}), "R3": rule_r3}}
     return CheckOutcome(
         verdict=verdict,
