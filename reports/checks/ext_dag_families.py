@@ -49,7 +49,7 @@ QUERY_TOL = 0.02
 #: The pair model's L_pa gap to BMA (held-out, quick sizes, report seeds 0 / 1, one thread; rerun with
 #: ``train_dag(DagTrainConfig(model="pair", d=3, k=2, H=6, L=5, eval_contexts=1000, seed=CheckContext(seed=S)
 #: .seed_for("ext-dag-training:pair") % 2**31, ...))``): lr 0.1 (the earlier setting, K = 6) plateaus at 0.13-0.15
-#: after 600-1500 steps, and 0.20 with K = 10; lr 0.03 with K = 10 reaches 0.050 / - at 1500 steps, 0.018 /
+#: after 600-1500 steps, and 0.20 with K = 10; lr 0.03 with K = 10 reaches 0.050 (seed 0) at 1500 steps, 0.018 /
 #: 0.0016 at 2000 and 0.012 / 0.0008 at 3000 (K = 6 at 3000: 0.041). Across ATEN_CPU_CAPABILITY=default|avx2|
 #: avx512 the seed-0 run ends at 0.086 / 0.022 / 0.018 after 2000 steps and 0.029 / 0.018 / 0.012 after 3000,
 #: seed 1 at 0.0008-0.0016: hence 3000 steps (quick), 4000 (full). The heads model diverges in L_pa at lr 0.1 (both
@@ -269,8 +269,8 @@ def ext_dag_training(ctx: CheckContext) -> CheckOutcome:
     # float32 training: a different SIMD path changes the rounding of every step. Measured spread over
     # ATEN_CPU_CAPABILITY=default|avx2|avx512 (quick, report seed 0, one thread, TRAIN_SETTINGS' notes): pair
     # lpa_gap 0.012-0.029 (spread 0.017), query_gap within 2e-4; heads lpa_gap 0.259-0.314 (0.056), query_gap
-    # 0.0126-0.0159 (0.0033). Tolerances about three times those; the pair's stays below LPA_TOL, the distance from
-    # the gap it guards to the rule (the verdict itself has margin: the worst path ends at 0.029 against 0.1).
+    # 0.0126-0.0159 (0.0033). Tolerances about three times those; the pair's L_pa tolerance (0.05) is half of
+    # LPA_TOL, and the verdict has margin (the worst path ends at 0.029 against 0.1).
     spread = {"pair": {"lpa": 0.05, "query": 0.002}, "heads": {"lpa": 0.15, "query": 0.01}}
     tolerances = {}
     for name in runs:
