@@ -730,6 +730,8 @@ def _fig5_one_seed(ctx: CheckContext, runs_all: dict) -> tuple[CheckOutcome, dic
     grid = end_to_end(runs)
     rule = _fig5_rule(ctx, train_L, L_test, grid)
     trained = [runs[k] for k in labels] + [by_reading["R2"][k] for k in labels if "R2" in by_reading]
+    own_gap = {k: runs[k].metrics["parent_loss_gap"] for k in labels}  # each run's L_pa gap at its own L
+    own_gap_r2 = {k: by_reading["R2"][k].metrics["parent_loss_gap"] for k in labels} if "R2" in by_reading else {}
     converged = all(_converged(ctx, r.metrics) for r in trained)
     first = runs[labels[0]]
     batches = {L: eval_batch(first.config, first.kernel, L) for L in L_test}  # the contexts every run is tested on
@@ -779,7 +781,7 @@ def _fig5_one_seed(ctx: CheckContext, runs_all: dict) -> tuple[CheckOutcome, dic
             "test_L_near_bma": {f"L{L}": n for L, n in rr["near_count"].items()},
             "spearman_train_L_vs_mean_gap": rr["spearman"]["rho"], "grid": {k: r2["grid"][runs[k].config.L]
                                                                            for k in labels},
-            "own_L_parent_loss_gap": {k: by_reading["R2"][k].metrics["parent_loss_gap"] for k in labels},
+            "own_L_parent_loss_gap": own_gap_r2,
             "rule": rr["sides"]}}
         r2_text = (f"R2 (shared head budget, untrained offsets beyond L) {_reading_word(readings['R2'])}: mean gap "
                    + ", ".join(f"L = {L}: {g:.3f}" for L, g in zip(train_L, rr["mean_gap"]))
@@ -789,11 +791,8 @@ def _fig5_one_seed(ctx: CheckContext, runs_all: dict) -> tuple[CheckOutcome, dic
                            ["train L"] + [f"L'={L}" for L in L_test], [[k] + r2["grid"][runs[k].config.L]
                                                                        for k in labels])]
         r2_assumptions = [f"{FIG5_READING_R2}: {_reading_word(readings['R2'])}"]
-    own_gaps = {prefix + k: group[k].metrics["parent_loss_gap"]  # each run's L_pa gap at its own L, by run label
-                for prefix, group in (("", runs), (FIG5_R2_PREFIX, by_reading.get("R2", {}))) for k in labels
-                if k in group}
     info = {"seed": first.config.seed, "readings": readings, "converged": converged, "worst": worst,
-            "own_L_parent_loss_gap": own_gaps,
+            "own_L_parent_loss_gap": {**own_gap, **{FIG5_R2_PREFIX + k: g for k, g in own_gap_r2.items()}},
             "rules": {"R1": rule, **({"R2": r2["rule"]} if r2 is not None else {}), "R3": rule_r3}}
     return CheckOutcome(
         verdict=verdict,
@@ -806,7 +805,7 @@ def _fig5_one_seed(ctx: CheckContext, runs_all: dict) -> tuple[CheckOutcome, dic
                   "mean_parent_loss_gap": dict(zip(labels, rule["mean_gap"])),
                   "test_L_near_bma": {f"L{L}": n for L, n in rule["near_count"].items()},
                   "spearman_train_L_vs_mean_gap": sp["rho"],
-                  "own_L_parent_loss_gap": {k: runs[k].metrics["parent_loss_gap"] for k in labels},
+                  "own_L_parent_loss_gap": own_gap,
                   "grid": {k: grid[runs[k].config.L] for k in labels}, "L_test": L_test},
         threshold={"near_bma": f"L_pa^{{L'}} − BMA's < {t['near_bma']} nats (band ±{NOISE_BAND['fig5_gap']})",
                    "many": f"at least {rule['many']} of the {len(L_test)} tested L' (half), for some training L",
