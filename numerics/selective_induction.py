@@ -172,3 +172,51 @@ def truncated_weights_predictive(kernel, lags, sequence) -> np.ndarray:
         for weight, kappa in zip(w, lags):
             out[t] += weight * (law0 if t < kappa else kernel[x[t - kappa]])
     return out
+
+
+def window_batch(sequences, t: int, width: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`windows` for every row of ``sequences`` (n, T) at one target t ≤ T, vectorised.
+
+    Returns context (n, t, width) and query (n, width) int64; the query's last entry is x_t (pad when t = T).
+    """
+    x = np.asarray(sequences)
+    if x.ndim != 2 or x.dtype.kind not in "iu":
+        raise ValueError(f"sequences must be a 2-D integer array (n, T), got shape {x.shape} dtype {x.dtype}")
+    t = check_positive_int(t, "t", 1)
+    width = check_positive_int(width, "width", 2)
+    if t > x.shape[1]:
+        raise ValueError(f"t must be at most the sequence length {x.shape[1]}, got {t}")
+    n = x.shape[0]
+    padded = np.concatenate([np.full((n, width - 1), pad, dtype=np.int64), x.astype(np.int64),
+                             np.full((n, 1), pad, dtype=np.int64)], axis=1)
+    starts = np.arange(t + 1)[:, None] + np.arange(width)[None, :]  # (t + 1, width): window ending at s
+    rows = padded[:, starts]  # (n, t + 1, width)
+    return rows[:, :t], rows[:, t]
+
+
+def bayes_at_last(kernel, lags, prefixes, init=None) -> dict:
+    """:func:`bayes_predictive`'s last row for every row of ``prefixes`` (n, t), vectorised: the lag posterior
+    P(κ | x_{<t}) and the predictive P(x_t = · | x_{<t}).
+
+    Returns
+    -------
+    {"lag_posterior": (n, |K|), "predictive": (n, d), "lag_rows": (n, |K|, d)} float64; ``lag_rows[:, j]`` is
+    the law of x_t under lag κ_j (P*(· | x_{t−κ_j}), μ when t < κ_j), so any lag weights give a predictor.
+    """
+    kernel = check_kernel(kernel, single=True)
+    lags = check_lags(lags)
+    x = check_tokens(np.asarray(prefixes), kernel.shape[0], "prefixes")
+    if x.ndim != 2:
+        raise ValueError(f"prefixes must be 2-D (n, t), got shape {x.shape}")
+    law0 = _law0(kernel, init)
+    with np.errstate(divide="ignore"):
+        log_k, log0 = np.log(kernel), np.log(law0)
+    n, t = x.shape
+    loglik = np.zeros((n, lags.size))
+    rows = np.zeros((n, lags.size, kernel.shape[0]))
+    for j, kappa in enumerate(lags):
+        k = min(int(kappa), t)
+        loglik[:, j] = log0[x[:, :k]].sum(1) + log_k[x[:, :t - k], x[:, k:]].sum(1)
+        rows[:, j] = law0 if t < kappa else kernel[x[:, t - kappa]]
+    w = np.exp(loglik - logsumexp(loglik, axis=1, keepdims=True))
+    return {"lag_posterior": w, "predictive": np.einsum("nj,njd->nd", w, rows), "lag_rows": rows}
