@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from model._common import train_steps
 from model.dag_families import mean_and_se, per_context_kl
 from model.pair_attention import PairAttentionConfig, PairAttentionTransformer
 from model.structured import StructuredTransformer
@@ -185,13 +186,6 @@ def evaluate_dag_model(model: nn.Module, kernels, batch, k: int) -> dict:
             "loss_model": float(model_nll.mean()), "loss_bma": float(bma_nll.mean())}
 
 
-def _lr_at(config: DagTrainConfig, step: int) -> float:
-    if step < config.warmup:
-        return config.lr * (step + 1) / config.warmup
-    span = max(1, config.steps - config.warmup)
-    return config.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - config.warmup) / span)))
-
-
 def train_dag(config: DagTrainConfig, *, record_every: int = 50) -> dict:
     """Train one model from its random initialisation; returns a JSON-simple run record.
 
@@ -209,25 +203,13 @@ def train_dag(config: DagTrainConfig, *, record_every: int = 50) -> dict:
     selector = [p for n, p in model.named_parameters() if n.startswith(("T", "W_KQ"))]
     others = [p for n, p in model.named_parameters() if not n.startswith(("T", "W_KQ"))]
     groups = [{"params": others, "scale": 1.0}, {"params": selector, "scale": config.selector_lr_scale}]
-    opt = torch.optim.AdamW(groups, lr=config.lr, weight_decay=0.0)
-    losses, window, trace = [], [], []
-    for step in range(config.steps):
-        for g in opt.param_groups:
-            g["lr"] = _lr_at(config, step) * g["scale"]
+
+    def step_loss(step: int) -> torch.Tensor:
         batch = sample_dag_task(kernels, config.batch_size, config.L, config.H,
                                 rng=np.random.default_rng([config.seed, 1, step]))
-        loss = model.loss(batch.context, batch.query)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        opt.step()
-        window.append(float(loss.detach()))
-        trace.append(window[-1])
-        if (step + 1) % record_every == 0 or step + 1 == config.steps:
-            losses.append([step + 1, float(np.mean(window))])
-            window = []
+        return model.loss(batch.context, batch.query)
+
+    losses, converged = train_steps(model, groups, config, step_loss, record_every=record_every)
     final = evaluate_dag_model(model, kernels, held_out, config.k)
-    q = max(1, len(trace) // 4)
-    converged = bool(len(trace) >= 2 * q and abs(np.mean(trace[-q:]) - np.mean(trace[-2 * q:-q])) < 0.01)
     return {"config": asdict(config), "init": init, "final": final, "losses": losses, "converged": converged,
             "seconds": time.perf_counter() - start, "model": model}

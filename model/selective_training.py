@@ -29,13 +29,13 @@ by the run's seed, W_KQ and W_OV zero (uniform attention and output). No global 
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
+from model._common import train_steps
 from model.dag_families import mean_and_se
 from model.structured import StructuredConfig, StructuredTransformer
 from numerics.selective_induction import bayes_at_last, check_lags, sample_selective_induction, window_batch
@@ -169,13 +169,6 @@ def evaluate_selective_model(model, config: SelectiveTrainConfig, batch: dict) -
             "loss_model": float(model_nll.mean()), "loss_bayes": float(bayes_nll.mean())}
 
 
-def _lr_at(config: SelectiveTrainConfig, step: int) -> float:
-    if step < config.warmup:
-        return config.lr * (step + 1) / config.warmup
-    span = max(1, config.steps - config.warmup)
-    return config.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - config.warmup) / span)))
-
-
 def train_selective(config: SelectiveTrainConfig, *, record_every: int = 50) -> dict:
     """Train one structured model from its random initialisation; returns a JSON-simple run record.
 
@@ -192,29 +185,17 @@ def train_selective(config: SelectiveTrainConfig, *, record_every: int = 50) -> 
     init = evaluate_selective_model(model, config, held_out)
     groups = [{"params": [p for n, p in model.named_parameters() if n != "W_KQ"], "scale": 1.0},
               {"params": [model.W_KQ], "scale": config.selector_lr_scale}]
-    opt = torch.optim.AdamW(groups, lr=config.lr, weight_decay=0.0)
-    losses, window, trace = [], [], []
-    for step in range(config.steps):
-        for g in opt.param_groups:
-            g["lr"] = _lr_at(config, step) * g["scale"]
+
+    def step_loss(step: int) -> torch.Tensor:
         batch = make_batch(kernel, config, config.batch_size, np.random.default_rng([config.seed, 1, step]))
-        loss = target_loss(model, batch["context"], batch["query"])
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        opt.step()
-        window.append(float(loss.detach()))
-        trace.append(window[-1])
-        if (step + 1) % record_every == 0 or step + 1 == config.steps:
-            losses.append([step + 1, float(np.mean(window))])
-            window = []
+        return target_loss(model, batch["context"], batch["query"])
+
+    losses, converged = train_steps(model, groups, config, step_loss, record_every=record_every)
     final = evaluate_selective_model(model, config, held_out)
     with torch.no_grad():
         n = min(500, config.eval_contexts)
         log_att = model(held_out["context"][:n], held_out["query"][:n])[0][:, -1]  # (n, H): row h = κmax
         attention = log_att.exp().double().numpy()[:, config.width - 1 - np.asarray(config.lags)]
-    q = max(1, len(trace) // 4)
-    converged = bool(len(trace) >= 2 * q and abs(np.mean(trace[-q:]) - np.mean(trace[-2 * q:-q])) < 0.01)
     out = asdict(config)
     out["lags"] = list(config.lags)
     return {"config": out, "kernel": kernel.tolist(), "init": init, "final": final, "losses": losses,

@@ -50,6 +50,19 @@ def _law0(kernel, init):
     return stationary_distribution(kernel) if init is None else check_init(init, kernel.shape[0])
 
 
+def _prepared(kernel, lags, tokens, name: str, ndim: int, init):
+    """Validated (kernel, lags, tokens with ``ndim`` axes, μ or ``init``, log P*, log μ) for the Bayes functions."""
+    kernel = check_kernel(kernel, single=True)
+    lags = check_lags(lags)
+    x = check_tokens(np.asarray(tokens), kernel.shape[0], name)
+    if x.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {x.shape}")
+    law0 = _law0(kernel, init)
+    with np.errstate(divide="ignore"):
+        log_k, log0 = np.log(kernel), np.log(law0)
+    return kernel, lags, x, law0, log_k, log0
+
+
 def sample_selective_induction(kernel, lags, n: int, T: int, *, rng: np.random.Generator, init=None):
     """n sequences of length T: κ ~ uniform(K), x_{<κ} i.i.d. μ (or ``init``), x_t ~ P*(· | x_{t−κ}).
 
@@ -84,14 +97,7 @@ def bayes_predictive(kernel, lags, sequence, init=None) -> dict:
     -------
     {"predictive": (T + 1, d), "lag_posterior": (T + 1, |K|)}.
     """
-    kernel = check_kernel(kernel, single=True)
-    lags = check_lags(lags)
-    x = check_tokens(np.asarray(sequence), kernel.shape[0], "sequence")
-    if x.ndim != 1:
-        raise ValueError(f"sequence must be 1-D, got shape {x.shape}")
-    law0 = _law0(kernel, init)
-    with np.errstate(divide="ignore"):
-        log_k, log0 = np.log(kernel), np.log(law0)
+    kernel, lags, x, law0, log_k, log0 = _prepared(kernel, lags, sequence, "sequence", 1, init)
     T, d = x.size, kernel.shape[0]
     predictive, posterior = np.zeros((T + 1, d)), np.zeros((T + 1, lags.size))
     for t in range(T + 1):
@@ -203,14 +209,7 @@ def bayes_at_last(kernel, lags, prefixes, init=None) -> dict:
     {"lag_posterior": (n, |K|), "predictive": (n, d), "lag_rows": (n, |K|, d)} float64; ``lag_rows[:, j]`` is
     the law of x_t under lag κ_j (P*(· | x_{t−κ_j}), μ when t < κ_j), so any lag weights give a predictor.
     """
-    kernel = check_kernel(kernel, single=True)
-    lags = check_lags(lags)
-    x = check_tokens(np.asarray(prefixes), kernel.shape[0], "prefixes")
-    if x.ndim != 2:
-        raise ValueError(f"prefixes must be 2-D (n, t), got shape {x.shape}")
-    law0 = _law0(kernel, init)
-    with np.errstate(divide="ignore"):
-        log_k, log0 = np.log(kernel), np.log(law0)
+    kernel, lags, x, law0, log_k, log0 = _prepared(kernel, lags, prefixes, "prefixes", 2, init)
     n, t = x.shape
     loglik = np.zeros((n, lags.size))
     rows = np.zeros((n, lags.size, kernel.shape[0]))

@@ -146,3 +146,13 @@ def test_the_check_runs_small_with_its_figure(monkeypatch, tmp_path):
     assert out.verdict in ("pass", "fail") and out.figures == ["footnote1_selective_training.png"]
     assert (tmp_path / "footnote1_selective_training.png").exists()
     assert out.measured["runs"][0]["final"]["uniform_lag_query_gap"] > 0.0
+
+
+def test_shared_schedule_and_plateau_rule():
+    # reference: the closed form of a linear warm-up then a half cosine to zero
+    from model._common import plateaued, warmup_cosine_lr
+    assert warmup_cosine_lr(0.1, 10, 110, 0) == pytest.approx(0.01)
+    assert warmup_cosine_lr(0.1, 10, 110, 10) == pytest.approx(0.1)
+    assert warmup_cosine_lr(0.1, 10, 110, 60) == pytest.approx(0.05)
+    assert warmup_cosine_lr(0.1, 10, 110, 110) == pytest.approx(0.0, abs=1e-15)
+    assert plateaued([1.0] * 40 + [0.5] * 40) and not plateaued(list(np.linspace(1.0, 0.0, 80)))
