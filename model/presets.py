@@ -147,6 +147,12 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
         # every seed.
         # Each is train(replace(preset_configs("robustness", tier="quick", seed=S)["absolute"], steps=2500, ...)),
         # the report seed being reports.core.CheckContext(seed=0).seed_for("model:robustness")
+        # Measured later (S = CheckContext(seed=R).seed_for("model:robustness") for R = 0..4, one thread, L_pa above
+        # BMA's): this preset +0.073 / +0.011 / +0.013 / +0.49 / +0.35 (R = 3, 4 are kernels where BMA itself reaches
+        # only 0.69 and 0.77); batch 512 +0.015 / +0.009 / +0.008 / +0.35 / +0.21 at 1.8x the time (1000 steps at
+        # batch 512: +0.15 / +0.041 / +0.057); lr 0.1 +0.14 / +0.16 / +0.21; init_std 1.0 +0.14 / +0.090 / +0.12;
+        # K = 48 +0.088 / +0.024 / +0.022; a 0.99 weight average with W_KQ decay 0.1 (K = 24) +0.16 / +0.005 /
+        # +0.038. Not adopted: batch 512 fixes the report seed but not R = 3, 4.
         runs = {"absolute": TrainConfig(model="absolute", K=24, output=output, steps=1500 if quick else 4000,
                                         batch_size=256, eval_every=50, **common),
                 # standard: all-examples loss, ~0.08 s a step at batch 32 on one core; leaves the uniform plateau
