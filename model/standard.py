@@ -57,6 +57,8 @@ as with the bias learned at 0.3x lr (0.56, 0.68) or drawn N(0, 8²) (0.56). Wher
 latest example is copied sharply (two heads at 1.0 of their mass on its same position), older examples only
 diffusely (at most 0.39 of a head's mass on their same position; heads spend 50-80% elsewhere): the learned
 content logits override a fixed per-head prior, and same-position copying of older examples does not sharpen.
+A curriculum over L (training contexts of 1 example at first, one more every 250 steps up to L = 4; same probe,
+seed 1) ends lower: 0.52 without the bias, 0.54 with the frozen bias.
 """
 from __future__ import annotations
 
