@@ -122,11 +122,10 @@ def padded_kernel(kernel, init=None) -> np.ndarray:
 
 def windows(sequence, t: int, width: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
     """The tree-task view at target t: context (t, width) windows ending at s = 0..t−1, query window ending at t
-    (the query's last entry is x_t if t < len(sequence), else the pad token: it is never read)."""
-    x = np.asarray(sequence, dtype=np.int64)
-    padded = np.concatenate([np.full(width - 1, pad, dtype=np.int64), x, [pad]])
-    rows = np.stack([padded[s:s + width] for s in range(t + 1)])  # window ending at s sits at padded[s:s+width]
-    return rows[:t], rows[t]
+    (the query's last entry is x_t if t < len(sequence), else the pad token: it is never read).
+    One row of :func:`window_batch`."""
+    context, query = window_batch(np.asarray(sequence, dtype=np.int64)[None], t, width, pad)
+    return context[0], query[0]
 
 
 def construction_predictive(kernel, lags, sequence, init=None, *, lag_shift: int = 0, table=None) -> dict:
@@ -181,14 +180,14 @@ def truncated_weights_predictive(kernel, lags, sequence) -> np.ndarray:
 
 
 def window_batch(sequences, t: int, width: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`windows` for every row of ``sequences`` (n, T) at one target t ≤ T, vectorised.
-
-    Returns context (n, t, width) and query (n, width) int64; the query's last entry is x_t (pad when t = T).
+    """The window view of every row of ``sequences`` (n, T) at one target 0 ≤ t ≤ T: context (n, t, width), the
+    windows ending at s = 0..t−1 (x_{s−width+1}, …, x_s, the pad token before the sequence), and query (n, width),
+    the window ending at t (its last entry x_t, the pad when t = T: it is never read). int64.
     """
     x = np.asarray(sequences)
     if x.ndim != 2 or x.dtype.kind not in "iu":
         raise ValueError(f"sequences must be a 2-D integer array (n, T), got shape {x.shape} dtype {x.dtype}")
-    t = check_positive_int(t, "t", 1)
+    t = check_positive_int(t, "t", 0)
     width = check_positive_int(width, "width", 2)
     if t > x.shape[1]:
         raise ValueError(f"t must be at most the sequence length {x.shape[1]}, got {t}")

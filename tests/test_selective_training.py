@@ -20,14 +20,22 @@ from numerics.selective_induction import (bayes_at_last, bayes_predictive, padde
 from reports.core import CheckContext, settle
 
 
-@pytest.mark.parametrize("t", [1, 3, 7])
-def test_window_batch_equals_windows_row_by_row(t):
+@pytest.mark.parametrize("t", [0, 1, 3, 7])
+def test_window_batch_follows_the_definition(t):
+    # reference: the definition entry by entry, context[s, p] = x_{s−width+1+p} (pad before the sequence), the
+    # query the window ending at t (pad at t = T); ``windows`` is one row of it
+    width, pad = 3, 2
     x, _ = sample_selective_induction(np.array([[0.7, 0.3], [0.4, 0.6]]), [1, 2], 5, 7, rng=np.random.default_rng(0))
-    context, query = window_batch(x, t, 3, 2)
+    context, query = window_batch(x, t, width, pad)
+    assert context.shape == (5, t, width) and query.shape == (5, width)
+    token = lambda row, j: pad if j < 0 or j >= x.shape[1] else x[row, j]  # noqa: E731
     for i in range(5):
-        c, q = windows(x[i], t, 3, 2)
-        np.testing.assert_array_equal(context[i], c)
-        np.testing.assert_array_equal(query[i], q)
+        for s in range(t):
+            assert list(context[i, s]) == [token(i, s - width + 1 + p) for p in range(width)]
+        assert list(query[i]) == [token(i, t - width + 1 + p) for p in range(width)]
+        c, q = windows(x[i], t, width, pad)
+        np.testing.assert_array_equal(c, context[i])
+        np.testing.assert_array_equal(q, query[i])
 
 
 @pytest.mark.parametrize("lags,t", [([1, 2, 3], 8), ([2, 5], 3), ([4], 2), ([1, 3], 0)])
