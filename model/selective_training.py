@@ -35,11 +35,15 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from model._common import train_steps
+from model._common import check_int_fields, train_steps
 from model.dag_families import mean_and_se
 from model.structured import StructuredConfig, StructuredTransformer
 from numerics.selective_induction import bayes_at_last, check_lags, sample_selective_induction, window_batch
 from numerics.task import random_kernel
+
+
+#: Held-out sequences whose lag posterior and trained attention a run keeps for the check's figure.
+FIGURE_SEQUENCES = 500
 
 
 @dataclass
@@ -75,11 +79,8 @@ class SelectiveTrainConfig:
 
     def __post_init__(self) -> None:
         self.lags = tuple(int(k) for k in check_lags(self.lags))
-        for name, minimum in (("d", 2), ("L", 1), ("K", 1), ("batch_size", 1), ("steps", 0), ("warmup", 0),
-                              ("eval_contexts", 2), ("seed", 0)):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        check_int_fields(self, (("d", 2), ("L", 1), ("K", 1), ("batch_size", 1), ("steps", 0), ("warmup", 0),
+                                ("eval_contexts", 2), ("seed", 0)))
         if self.L < max(self.lags):
             raise ValueError(f"L must be at least the largest lag {max(self.lags)} (the query window then holds no "
                              f"pad), got {self.L}")
@@ -128,8 +129,12 @@ def eval_batch(config: SelectiveTrainConfig, kernel) -> dict:
 
 
 @torch.no_grad()
-def evaluate_selective_model(model, config: SelectiveTrainConfig, batch: dict) -> dict:
-    """Gaps of ``model`` to the Bayes-optimal predictor on ``batch`` (module docstring), per-sequence means ± SE."""
+def evaluate_selective_model(model, config: SelectiveTrainConfig, batch: dict, *, keep: int = 0) -> dict:
+    """Gaps of ``model`` to the Bayes-optimal predictor on ``batch`` (module docstring), per-sequence means ± SE.
+
+    ``keep`` > 0 adds ``"attention"``: the layer-2 attention at the candidates h' = h − κ of the first ``keep``
+    sequences, (keep, |K|) (for a figure; not a JSON value).
+    """
     was_training = model.training
     model.eval()
     log_att, log_f = model(batch["context"], batch["query"])
@@ -160,7 +165,8 @@ def evaluate_selective_model(model, config: SelectiveTrainConfig, batch: dict) -
     uniform_kl = np.where(p > 0, p * (log_p + np.log(lags.size)), 0.0).sum(1)  # KL(P ‖ uniform over K)
     uniform_lag_gap, uniform_lag_gap_se = mean_and_se(uniform_kl)
     model.train(was_training)
-    return {"lag_gap": lag_gap, "lag_gap_se": lag_gap_se, "query_gap": query_gap, "query_gap_se": query_gap_se,
+    kept = {"attention": np.exp(log_a[:keep])} if keep else {}
+    return {**kept, "lag_gap": lag_gap, "lag_gap_se": lag_gap_se, "query_gap": query_gap, "query_gap_se": query_gap_se,
             "lag_lpa_model": float(-log_a[rows, drawn].mean()), "lag_lpa_bayes": float(-log_p[rows, drawn].mean()),
             "token_gap": token_gap, "token_gap_se": token_gap_se,
             "uniform_lag_gap": uniform_lag_gap, "uniform_lag_gap_se": uniform_lag_gap_se,
@@ -176,7 +182,7 @@ def train_selective(config: SelectiveTrainConfig, *, record_every: int = 50) -> 
     initialisation and after training), ``losses`` ([step, mean training loss since the last record]),
     ``converged`` (the mean training loss of the last quarter of the steps is within 0.01 nats of the quarter
     before), ``seconds``, ``model``, ``laws`` (the lag posterior and the trained attention at the candidates on
-    the first 500 held-out sequences, for a figure).
+    the first ``FIGURE_SEQUENCES`` held-out sequences, for a figure).
     """
     start = time.perf_counter()
     kernel = run_kernel(config)
@@ -191,13 +197,10 @@ def train_selective(config: SelectiveTrainConfig, *, record_every: int = 50) -> 
         return target_loss(model, batch["context"], batch["query"])
 
     losses, converged = train_steps(model, groups, config, step_loss, record_every=record_every)
-    final = evaluate_selective_model(model, config, held_out)
-    with torch.no_grad():
-        n = min(500, config.eval_contexts)
-        log_att = model(held_out["context"][:n], held_out["query"][:n])[0][:, -1]  # (n, H): row h = κmax
-        attention = log_att.exp().double().numpy()[:, config.width - 1 - np.asarray(config.lags)]
+    final = evaluate_selective_model(model, config, held_out, keep=FIGURE_SEQUENCES)
+    attention = final.pop("attention")
     out = asdict(config)
     out["lags"] = list(config.lags)
     return {"config": out, "kernel": kernel.tolist(), "init": init, "final": final, "losses": losses,
             "converged": converged, "seconds": time.perf_counter() - start, "model": model,
-            "laws": {"posterior": held_out["lag_posterior"][:n], "attention": attention}}
+            "laws": {"posterior": held_out["lag_posterior"][:len(attention)], "attention": attention}}

@@ -84,12 +84,24 @@ def test_the_construction_reads_as_the_lag_posterior_through_the_evaluation():
     out = evaluate_selective_model(_constructed(config, kernel), config, batch)
     assert out["lag_gap"] < 1e-8 and out["token_gap"] < 1e-8 and abs(out["query_gap"]) < 1e-8
     assert abs(out["candidate_mass"] - 1.0) < 1e-10
-    # the same weights with the lag read off by one (example offsets k + 2): no longer the posterior
+    assert out["lag_lpa_model"] == pytest.approx(out["lag_lpa_bayes"], abs=1e-8)
+    # the same weights with the lag read off by one (example offsets k + 2): no longer the posterior; the law
+    # pushed forward to the parent's token is closer (data processing: KL can only shrink)
     shifted = _constructed(config, kernel)
     with torch.no_grad():
         shifted.w_L.zero_()
         shifted.w_L[torch.arange(config.L - 1), torch.arange(config.L - 1) + 2] = 1.0
-    assert evaluate_selective_model(shifted, config, batch)["lag_gap"] > 0.05
+    off = evaluate_selective_model(shifted, config, batch)
+    assert off["lag_gap"] > 0.05 and 0 < off["token_gap"] <= off["lag_gap"] + 1e-12
+    # the control computed a second way: the construction with W_KQ = 0 attends uniformly over h' < h, the lag
+    # candidates, and mixes π̃'s rows: it is the uniform-lag predictor, so its gaps are the control's
+    uniform = _constructed(config, kernel)
+    with torch.no_grad():
+        uniform.W_KQ.zero_()
+    flat = evaluate_selective_model(uniform, config, batch, keep=7)
+    assert flat["query_gap"] == pytest.approx(out["uniform_lag_query_gap"], abs=1e-10)
+    assert flat["lag_gap"] == pytest.approx(out["uniform_lag_gap"], abs=1e-10)
+    np.testing.assert_allclose(flat["attention"], np.full((7, 3), 1 / 3), atol=1e-12)
     # the uniform-lag control is the posterior's KL to uniform, and the model at init reads uniform attention
     init = evaluate_selective_model(build_selective_model(config, torch.Generator().manual_seed(0)), config, batch)
     assert init["lag_gap"] == pytest.approx(out["uniform_lag_gap"], abs=1e-5)
@@ -152,6 +164,7 @@ def test_the_check_runs_small_with_its_figure(monkeypatch, tmp_path):
     monkeypatch.setitem(S.SIZES, "quick", {"steps": 30, "eval_contexts": 200})
     out = S.footnote1_selective_training(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
     assert out.verdict in ("pass", "fail") and out.figures == ["footnote1_selective_training.png"]
+    assert out.control.rejected  # the report seed's kernel makes the lag matter (control 0.44 / 0.033 nats)
     assert (tmp_path / "footnote1_selective_training.png").exists()
     assert out.measured["runs"][0]["final"]["uniform_lag_query_gap"] > 0.0
 
