@@ -52,12 +52,12 @@ class SelectiveTrainConfig:
 
     The defaults are the recipe the check trains. Measured (one torch thread, kernel seeds 0-9, held-out 2000
     sequences; ``train_selective(SelectiveTrainConfig(seed=S))``, about 15 s each on this project's 2-core machine):
-    lag-posterior KL 0.014-0.062, query-loss gap 0.0003-0.0104 nats, every run converged. What did not work, same
-    seeds unless named: K = 12, β = 10, batch 128, lr 0.1 (an earlier prototype, d = 3, α = 0.5, seeds 0-2)
-    reaches query gaps 0.008-0.045 while its attention is far from the lag posterior (KL 8.5-24 nats: W_OV learned
-    rows close to the marginal and the attention one-hot on one position); β = 5, lr 0.03 with K = 12 and batch 128
-    ends above KL 0.1 on seeds 3, 7 and 8 (3.3, 0.16, 0.73); K = 8 at batch 256 leaves seed 0's query gap at
-    0.014 ± 0.003.
+    lag-posterior KL 0.014-0.062, query-loss gap 0.0003-0.0104 nats, every run converged. What did not work:
+    an earlier prototype, ``SelectiveTrainConfig(seed=S, d=3, alpha=0.5, K=12, beta=10.0, lr=0.1, batch_size=128,
+    steps=2000)`` for S = 0-2, reaches query gaps 0.008-0.045 while its attention is far from the lag posterior
+    (KL 8.5-24 nats: W_OV learned rows close to the marginal and the attention one-hot on one position);
+    ``SelectiveTrainConfig(seed=S, K=12, batch_size=128)`` for S = 0-9 ends above KL 0.1 on seeds 3, 7 and 8
+    (3.3, 0.16, 0.73); ``SelectiveTrainConfig(seed=0, batch_size=256)`` leaves the query gap at 0.014 ± 0.003.
     """
 
     d: int = 4

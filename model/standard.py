@@ -49,16 +49,17 @@ small bias tables (std 0.1-1: every head drifts to the latest example), the quer
 is learned from the early examples of the all-examples loss), a mimetic layer 2, W_Q of layer 2 starting at zero,
 no absolute example embedding, a zero-initialised position-offset table. Batch 128 instead of 32 was the largest
 single gain (0.62 -> 0.69 at K = 8). At d = 5, H = 10, L = 10, K = 20 a step costs ~1.3 s on one core.
-Coverage is not enough either (a later probe at the same reduced scale, not in the repository: K = 16 heads of
-width 4, a T5-style bias per head over the example offset drawn N(0, 4²) and then *frozen*, so that every offset
-1..4 keeps two to four heads whose bias peaks there; lr 0.01, batch 128, 1500 steps, the default initialisation
-otherwise, ~0.15 s a step): seed 1 ends at parent accuracy 0.56 vs BMA's 0.714, seed 0 at 0.68 vs 0.816, the same
-as with the bias learned at 0.3x lr (0.56, 0.68) or drawn N(0, 8²) (0.56). Where its heads go (seed 1): the
-latest example is copied sharply (two heads at 1.0 of their mass on its same position), older examples only
-diffusely (at most 0.39 of a head's mass on their same position; heads spend 50-80% elsewhere): the learned
-content logits override a fixed per-head prior, and same-position copying of older examples does not sharpen.
-A curriculum over L (training contexts of 1 example at first, one more every 250 steps up to L = 4; same probe,
-seed 1) ends lower: 0.52 without the bias, 0.54 with the frozen bias.
+Coverage is not enough either. A later probe at the same reduced scale (``docs/probes/standard_offset_bias.py``,
+whose docstring gives the commands; K = 16 heads of width 4, a T5-style bias per head over the example offset
+drawn N(0, 4²) and then *frozen*, so that every offset 1..4 keeps two to four heads whose bias peaks there; lr
+0.01, batch 128, 1500 steps, the default initialisation otherwise, ~0.15 s a step): seed 1 ends at parent accuracy
+0.56 vs BMA's 0.714, seed 0 at 0.68 vs 0.816, the same as with the bias learned at 0.3x lr (0.56, 0.68) or drawn
+N(0, 8²) (0.56). Where its heads go (seed 1, ``--heads``): the latest example is copied sharply (two heads with
+all their mass on its same position), older examples only diffusely (at most 0.39 of a head's mass on their same
+position; most heads put 0.2-0.5 of their mass on a same position at all): the learned content logits override a
+fixed per-head prior, and same-position copying of older examples does not sharpen. A curriculum over L (training
+contexts of 1 example at first, one more every 250 steps up to L = 4; seed 1) ends lower: 0.52 without the bias,
+0.54 with the frozen bias.
 """
 from __future__ import annotations
 
