@@ -111,7 +111,8 @@ def footnote1_selective_training(ctx: CheckContext) -> CheckOutcome:
     # step's rounding, and training amplifies it). Measured, quick tier, one torch thread (the report's setting
     # whatever OMP_NUM_THREADS says), ATEN_CPU_CAPABILITY=default|avx2|avx512: report seed 0 lag_gap
     # 0.027-0.030, query_gap 0.0018-0.0029, token_gap 0.013-0.015; seed 1 lag_gap 0.0416-0.0417, query_gap 0.0083,
-    # token_gap 0.0243 (`ATEN_CPU_CAPABILITY=C bma-verify check footnote1-selective-induction --seed S --json`).
+    # token_gap 0.0243 (`ATEN_CPU_CAPABILITY=C bma-verify check footnote1-selective-induction --seed S --json`);
+    # OMP_NUM_THREADS=2 gives seed 0's values bit for bit (the training runs on one torch thread either way).
     # Another machine's CPU moves them further: the tolerances are ten times the widest spread (0.0034 in lag_gap,
     # 0.0011 in query_gap), and the verdict's margin is the rule's (0.03 against 0.1, 0.003 against 0.02).
     tolerances = {"runs.0.final.lag_gap": {"abs": 0.05}, "runs.0.final.query_gap": {"abs": 0.01},
