@@ -1,6 +1,10 @@
 """A standard two-layer pre-norm transformer with FFNs and a summed residual (Appendix G; ``exp-robustness``).
 
-Embeddings are summed: token + example index + position. To predict x^l_h without seeing it the model keeps two
+Positions (``StandardConfig.position``): "absolute" sums token + example index + position embeddings (GPT-2's
+way); "relative" keeps only the token in the residual stream and gives every layer-1 head a learned bias over the
+key's offset from its row, u_k[l − l'] + v_k[h − h'] (T5's relative bias, Raffel et al. 2020, on the two axes of
+the (example, position) grid, as Swin's 2-D bias, Liu et al. 2021). exp-robustness trains the relative one.
+To predict x^l_h without seeing it the model keeps two
 streams (the two-stream attention of XLNet, Yang et al. 2019): a *content* stream that holds the real tokens, and
 a *query* stream whose row (l, h) holds a [MASK] token at (example l, position h). Layer 1 (K heads), in raster
 order: query row (l, h) and content row (l, h) both attend to the content of every earlier example and of their
@@ -12,9 +16,37 @@ language-model objective, −log f(x^l_h) averaged over every example (context a
 read from the ones before it. Example 2 read from example 1 alone is the easy case of "copy the same position of
 an earlier example", so every batch carries that curriculum.
 
-The architecture can express BMA's parent selection exactly: tests/test_model_standard.py sets weights by hand
-(head k copies x^k_h from the same position h, layer 2 scores Σ_k log π(copy_k(h) | copy_k(h'))) and gets
-A^(2) = the BMA posterior to 1e-4.
+The architecture can express BMA's parent selection exactly with either positions: tests/test_model_standard.py
+sets weights by hand (head k copies x^k_h from the same position h, layer 2 scores Σ_k log π(copy_k(h) |
+copy_k(h'))) and gets A^(2) = the BMA posterior to 1e-4.
+
+With relative positions (issue 13; S_R = exp-robustness's training seed for report seed R, ``CheckContext(seed=R)
+.seed_for("model:robustness")``): at step 0 every head prefers the same position (v_k = −4|h − h'|, ALiBi's shape)
+of an example offset drawn at random (u_k ~ N(0, 4²)); trained from there, heads that each copy one example at the
+same position form (what BMA needs) for all but zero to two of the examples, and the model gets within a few
+points of BMA:
+- fig2 setting (d = 5, H = 10, L = 10), K = 40, width 160, lr 0.01, batch 128, on a GPU, step 3000 of a 5000-step
+  schedule (``docs/probes/gpu_standard.py``, variant K40): parent accuracy 0.845 vs BMA 0.880 (S_0, L_pa +0.095),
+  0.920 vs 0.939 (S_1, +0.064), offset 10 (the oldest example) uncovered on both; K = 32 at width 128: 0.824 and
+  0.902 (offsets 9-10 and 7, 10 uncovered), with its example biases held for 500 steps 0.847 and 0.902, with a
+  0.99 weight average 0.829 and 0.905. Eight runs shared one H200 (3000 steps in ~270 s each). An earlier
+  version of the probe (the same model as a subclass of the absolute one, other initial draws, fixed time budget;
+  not in the repository) gave K = 20, width 80, 5,500 steps: 0.856 and 0.888; and with absolute positions (this
+  class's defaults, lr 0.003) the same K = 20 run reached 0.678 vs 0.880 (3 of 10 examples covered).
+- reduced scale, the quick tier's run (``model.presets.standard_config``: d = 5, H = 6, L = 4, K = 16, width 64,
+  lr 0.01, batch 128, 600 steps, ~75 s on one core): S_0 0.770 vs BMA 0.800 (L_pa +0.092, not converged), S_1
+  0.856 vs 0.861 (+0.040); the same values to the printed digits with ATEN_CPU_CAPABILITY=default|avx2|avx512.
+- reduced scale, 1500 steps (``PYTHONPATH=. .venv/bin/python docs/probes/standard_relative.py "" 1 --heads``, seed
+  1, one thread, ~0.11 s a step): 0.679 vs BMA 0.714 (L_pa +0.079; offset 3 uncovered). Not better, same command
+  with overrides: width=128 0.670, ex_delay=300 (example biases held) 0.676, query_only=1 (the query example's
+  terms only) 0.552, query_only=300 (from step 300) 0.616.
+- what the initial scales matter for: with qk_gain=4.0 (the absolute model's mimetic start) the token match drowns
+  the position bias and the model stalls at parent accuracy 0.454 (seed 1, same command).
+- Why the oldest example is the one left: the training loss reads every example from the ones before it, so an
+  offset of L exists only in the query example's terms; a head that leans to it is trained as a copier of another
+  offset by the other L terms.
+
+The rest of this docstring is the record of the absolute model (what exp-robustness trained before).
 
 What trains (d=5, H=10, L=10, K=4, width 64, lr 3e-3, batch 32; one CPU core ≈ 0.09 s a step): from GPT-2's
 N(0, 0.02) initialisation nothing left the uniform-attention plateau (parent accuracy ≈ chance 0.31) in 1500
@@ -74,27 +106,42 @@ from model._common import TwoLayerModel, causal_softmax, check_int_fields
 
 
 LAYER1_INITS = ("mimetic", "copy")
+POSITIONS = ("absolute", "relative")
 #: layer1_init "copy": query-bias x key-projection gain on the target example, and the position-match gain. At
 #: step 0 each head then puts > 0.99 of its attention on its (example, position) (tests/test_model_standard.py).
 COPY_GAIN, POSITION_GAIN = 6.0, 2.0
+#: qk_gain when StandardConfig leaves it None, by position encoding (see StandardConfig)
+DEFAULT_QK_GAIN = {"absolute": 4.0, "relative": 0.5}
 
 
 @dataclass
 class StandardConfig:
     """d, max_H, max_L (largest L), K layer-1 heads, width (divisible by K), ffn_mult; the initialisation scales.
 
-    qk_gain : layer 1 starts with W_Q = W_K, entries N(0, qk_gain² / width) (mimetic: every head prefers keys like
-        its query, so same-position copies exist at step 0)
-    token_std : std of the token embeddings (positions are N(0, 1)); below 1, so that at step 0 a content row is
-        drawn to the same position of other examples more than to keys that hold its own token
-    example_scale, example_freq : example l starts as example_scale · [cos(ω l), sin(ω l)], ω evenly spaced in
-        [0, example_freq] (sinusoids, Vaswani et al. 2017): nearby examples look alike, so at step 0 a row's
-        same-position copy leans to the most recent examples, and query and content rows copy the same example
+    position : "absolute" (learned example and position embeddings summed into the tokens, as in GPT-2) or
+        "relative" (no position in the residual stream; every layer-1 head adds a learned bias over the key's
+        offset from the row, u_k[l − l'] + v_k[h − h'], as T5 (Raffel et al. 2020) does over one axis and Swin (Liu
+        et al. 2021) over two; layer 2 reads content only)
+    qk_gain : layer 1 starts with W_Q = W_K, entries N(0, qk_gain² / width) (mimetic). With absolute positions
+        (default 4.0) every head then prefers keys at its own position, so same-position copies exist at step 0;
+        with relative ones (default 0.5) it only adds a mild preference for keys holding a token like the row's
+        own, which must not drown the position bias (at 4.0 the relative model stalls at parent accuracy 0.46,
+        issue 13's probes)
+    relative_example_std : relative positions: u_k drawn N(0, std²), so that at step 0 the heads lean to different
+        example offsets (as the structured copier's random w_L do); nothing says which head should take which
+    relative_position_slope : relative positions: v_k starts at −slope · |h − h'| (ALiBi's shape, Press et al.
+        2022): every head starts preferring the same position of whichever example it leans to; both tables learn
+    token_std : std of the token embeddings (absolute positions are N(0, 1)); below 1, so that at step 0 a content
+        row is drawn to the same position of other examples more than to keys that hold its own token
+    example_scale, example_freq : absolute positions: example l starts as example_scale · [cos(ω l), sin(ω l)], ω
+        evenly spaced in [0, example_freq] (sinusoids, Vaswani et al. 2017): nearby examples look alike, so at step
+        0 a row's same-position copy leans to the most recent examples, and query and content rows copy the same
+        example
     layer1_init : "mimetic" (the above: nothing about which example to copy is given) or "copy", a diagnostic
         that starts layer 1 as the copier of the hand-set BMA model: from every row (l, h) with l > k, head k
         attends to position h of example k mod max_L (query bias COPY_GAIN against the key's projection on a
         random example embedding, plus a position match of gain POSITION_GAIN through orthonormal directions;
-        needs width / K > max_H; the mimetic draws above are overwritten).
+        needs width / K > max_H and absolute positions; the mimetic draws above are overwritten).
         Every weight still trains; layer 2, the parent selector, starts random. It asks whether the selector is
         learned once copies exist, apart from whether the copies form.
     """
@@ -105,22 +152,32 @@ class StandardConfig:
     K: int
     width: int = 64
     ffn_mult: int = 4
-    qk_gain: float = 4.0
+    position: str = "absolute"
+    qk_gain: float | None = None
     token_std: float = 0.5
     example_scale: float = 1.0
     example_freq: float = 0.6
+    relative_example_std: float = 4.0
+    relative_position_slope: float = 4.0
     layer1_init: str = "mimetic"
 
     def __post_init__(self) -> None:
         check_int_fields(self, (("d", 2), ("max_H", 2), ("max_L", 1), ("K", 1), ("width", 1), ("ffn_mult", 1)))
         if self.width % self.K:
             raise ValueError(f"width must be divisible by K = {self.K}, got {self.width}")
+        if self.position not in POSITIONS:
+            raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
         if self.layer1_init not in LAYER1_INITS:
             raise ValueError(f"layer1_init must be one of {LAYER1_INITS}, got {self.layer1_init!r}")
+        if self.layer1_init == "copy" and self.position != "absolute":
+            raise ValueError(f"layer1_init 'copy' needs position 'absolute', got {self.position!r}")
         if self.layer1_init == "copy" and self.width // self.K <= self.max_H:
             raise ValueError(f"layer1_init 'copy' needs a head size width / K > max_H = {self.max_H}, "
                              f"got {self.width // self.K}")
-        scales = ("qk_gain", "token_std", "example_scale", "example_freq")
+        if self.qk_gain is None:
+            self.qk_gain = DEFAULT_QK_GAIN[self.position]
+        scales = ("qk_gain", "token_std", "example_scale", "example_freq", "relative_example_std",
+                  "relative_position_slope")
         if not all(getattr(self, name) >= 0 for name in scales):
             raise ValueError(f"{', '.join(scales)} must be >= 0, got {[getattr(self, name) for name in scales]}")
 
@@ -144,8 +201,12 @@ class StandardTransformer(TwoLayerModel):
         self.d, self.K = c.d, c.K
         w = c.width
         self.tok = nn.Embedding(c.d + 1, w)  # token c.d is [MASK]
-        self.ex = nn.Embedding(c.max_L + 1, w)
-        self.pos = nn.Embedding(c.max_H, w)
+        if c.position == "absolute":
+            self.ex = nn.Embedding(c.max_L + 1, w)
+            self.pos = nn.Embedding(c.max_H, w)
+        else:  # per layer-1 head: a bias over the example offset 0..max_L and over the position offset
+            self.rel_example = nn.Parameter(torch.zeros(c.K, c.max_L + 1))
+            self.rel_position = nn.Parameter(torch.zeros(c.K, 2 * c.max_H - 1))  # index h − h' + max_H − 1
         self.ln1, self.ln1_kv = nn.LayerNorm(w), nn.LayerNorm(w)
         self.q1, self.k1, self.v1, self.o1 = (nn.Linear(w, w) for _ in range(4))
         self.ln1_ffn, self.ffn1 = nn.LayerNorm(w), FeedForward(w, c.ffn_mult)
@@ -163,12 +224,17 @@ class StandardTransformer(TwoLayerModel):
                     m.weight.copy_(normal(m.weight.shape, 1 / math.sqrt(m.in_features)))
                     m.bias.zero_()
             self.tok.weight.copy_(normal(self.tok.weight.shape, c.token_std))
-            self.pos.weight.copy_(normal(self.pos.weight.shape, 1.0))
-            angle = torch.arange(c.max_L + 1)[:, None] * torch.linspace(0, c.example_freq, w // 2)  # (max_L+1, w/2)
-            self.ex.weight.zero_()  # an odd width leaves its last column zero
-            self.ex.weight[:, :2 * (w // 2)] = c.example_scale * torch.cat([angle.cos(), angle.sin()], 1)
+            if c.position == "absolute":
+                self.pos.weight.copy_(normal(self.pos.weight.shape, 1.0))
+                angle = torch.arange(c.max_L + 1)[:, None] * torch.linspace(0, c.example_freq, w // 2)
+                self.ex.weight.zero_()  # an odd width leaves its last column zero
+                self.ex.weight[:, :2 * (w // 2)] = c.example_scale * torch.cat([angle.cos(), angle.sin()], 1)
             self.q1.weight.copy_(normal((w, w), c.qk_gain / math.sqrt(w)))
             self.k1.weight.copy_(self.q1.weight)
+            if c.position == "relative":
+                self.rel_example.copy_(normal(self.rel_example.shape, c.relative_example_std))
+                offsets = torch.arange(1 - c.max_H, c.max_H).abs()
+                self.rel_position.copy_(-c.relative_position_slope * offsets.expand(c.K, -1))
             if c.layer1_init == "copy":
                 self._copy_init(normal)
 
@@ -226,9 +292,7 @@ class StandardTransformer(TwoLayerModel):
         first = 0 if all_examples else L  # first predicted example
         E, N = L + 1 - first, (L + 1) * H
         tokens = torch.cat([context, query[:, None, :]], dim=1)  # (B, L+1, H)
-        ex, pos = self.ex(torch.arange(L + 1, device=dev)), self.pos(torch.arange(H, device=dev))  # (L+1, w), (H, w)
-        content = (self.tok(tokens) + ex[None, :, None] + pos[None, None]).reshape(B, N, -1)  # (B, N, w)
-        qstream = (self.tok.weight[c.d] + ex[first:, None] + pos[None]).reshape(1, E * H, -1)  # (1, E*H, w)
+        content, qstream = self._embed(tokens, first)  # (B, N, w), (1, E*H, w)
         own = content[:, first * H:]  # (B, E*H, w): content rows of the predicted examples
 
         # layer 1 in raster order i = l*H + h: query row i and content row i both see content j < i (the examples
@@ -239,7 +303,8 @@ class StandardTransformer(TwoLayerModel):
         j = torch.arange(N, device=dev)
         before = j[None] < i[:, None]  # (EH, N)
         allowed = torch.cat([before, before], dim=0)  # (2EH, N)
-        rows = rows + self._attention1(self.ln1(rows), self.ln1_kv(content), allowed)
+        bias = self._relative_bias(i.repeat(2), H, N)  # None with absolute positions
+        rows = rows + self._attention1(self.ln1(rows), self.ln1_kv(content), allowed, bias)
         rows = rows + self.ffn1(self.ln1_ffn(rows))
         g, kv = rows[:, :E * H].view(B, E, H, -1), rows[:, E * H:].view(B, E, H, -1)  # (B, E, H, w) each
 
@@ -257,25 +322,51 @@ class StandardTransformer(TwoLayerModel):
         """Layer-1 attention of the query stream of the last example: (B, K, H, (L+1)·H), row h of head k over
         the content keys in raster order (example l', position h'); the analogue of the structured copier's
         attention, from which :func:`model.analysis.standard_head_summary` reads where each head goes."""
+        context, query = self._tokens(context, query)  # on the model's device
         B, L, H = context.shape
-        c = self.config
         dev = context.device
         N = (L + 1) * H
         tokens = torch.cat([context, query[:, None, :]], dim=1)  # (B, L+1, H)
-        ex, pos = self.ex(torch.arange(L + 1, device=dev)), self.pos(torch.arange(H, device=dev))
-        content = (self.tok(tokens) + ex[None, :, None] + pos[None, None]).reshape(B, N, -1)  # (B, N, w)
-        rows = (self.tok.weight[c.d] + ex[L:, None] + pos[None]).reshape(1, H, -1).expand(B, -1, -1)  # (B, H, w)
-        x, kv = self.ln1(rows), self.ln1_kv(content)
+        content, rows = self._embed(tokens, L)  # (B, N, w), (1, H, w)
+        x, kv = self.ln1(rows.expand(B, -1, -1)), self.ln1_kv(content)
         K, hs = self.K, x.shape[-1] // self.K
         q = self.q1(x).view(B, H, K, hs).transpose(1, 2)  # (B, K, H, hs)
         k = self.k1(kv).view(B, N, K, hs).transpose(1, 2)  # (B, K, N, hs)
         i = torch.arange(L * H, N, device=dev)
         allowed = torch.arange(N, device=dev)[None] < i[:, None]  # (H, N): the same mask as in _examples
         logits = (q @ k.transpose(-1, -2)) / math.sqrt(hs)  # scaled_dot_product_attention's scale
+        bias = self._relative_bias(i, H, N)
+        if bias is not None:
+            logits = logits + bias
         att = torch.softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)  # (B, K, H, N)
         return torch.nan_to_num(att)  # row (L, 0) of a context with L = 0 has no key
 
-    def _attention1(self, x: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    def _embed(self, tokens: torch.Tensor, first: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(content (B, N, w), query stream (1, E*H, w)) of ``tokens`` (B, L+1, H): the query stream holds [MASK]
+        at every (example l >= first, position h); absolute positions add the example and position embeddings."""
+        B, E1, H = tokens.shape
+        E = E1 - first
+        content = self.tok(tokens)  # (B, L+1, H, w)
+        qstream = self.tok.weight[self.config.d].expand(1, E, H, -1)  # (1, E, H, w)
+        if self.config.position == "absolute":
+            dev = tokens.device
+            ex, pos = self.ex(torch.arange(E1, device=dev)), self.pos(torch.arange(H, device=dev))  # (L+1|H, w)
+            content = content + ex[None, :, None] + pos[None, None]
+            qstream = qstream + ex[None, first:, None] + pos[None, None]
+        return content.reshape(B, E1 * H, -1), qstream.reshape(1, E * H, -1)
+
+    def _relative_bias(self, i: torch.Tensor, H: int, N: int) -> torch.Tensor | None:
+        """(K, len(i), N): layer-1 head k's bias u_k[l − l'] + v_k[h − h'] from row i = l·H + h to key j = l'·H + h'
+        (relative positions; None with absolute ones). Keys after the row are masked, so their offset is clamped."""
+        if self.config.position == "absolute":
+            return None
+        j = torch.arange(N, device=i.device)
+        example = (i[:, None] // H - j[None] // H).clamp(0, self.config.max_L)  # (R, N)
+        position = i[:, None] % H - j[None] % H + self.config.max_H - 1  # (R, N), in 0 .. 2 max_H − 2
+        return self.rel_example[:, example] + self.rel_position[:, position]
+
+    def _attention1(self, x: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor,
+                    bias: torch.Tensor | None = None) -> torch.Tensor:
         B, R, w = x.shape
         K, hs = self.K, w // self.K
         q = self.q1(x).view(B, R, K, hs).transpose(1, 2)  # (B, K, R, hs)
@@ -283,5 +374,8 @@ class StandardTransformer(TwoLayerModel):
         v = self.v1(kv).view(B, -1, K, hs).transpose(1, 2)  # (B, K, N, hs)
         # a row with no key (query row (0, 0), excluded from every loss) reads zero: unmask it, zero its output
         seen = allowed.any(-1, keepdim=True)  # (R, 1)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed | ~seen) * seen  # (B, K, R, hs)
+        mask = allowed | ~seen  # (R, N)
+        if bias is not None:  # relative positions: (K, R, N) added to the logits
+            mask = bias.masked_fill(~mask, float("-inf"))[None]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask) * seen  # (B, K, R, hs)
         return self.o1(y.transpose(1, 2).reshape(B, R, w))  # (B, R, w)

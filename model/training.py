@@ -22,7 +22,7 @@ import numerics
 from model._common import TwoLayerModel, check_output_rule, torch_save_atomic, write_json_atomic
 from model.absolute import AbsoluteConfig, AbsolutePETransformer
 from model.construction import bma_construction
-from model.standard import LAYER1_INITS, StandardConfig, StandardTransformer
+from model.standard import LAYER1_INITS, POSITIONS, StandardConfig, StandardTransformer
 from model.structured import StructuredConfig, StructuredTransformer
 
 MODEL_KINDS = ("structured", "absolute", "standard")
@@ -45,6 +45,7 @@ class TrainConfig:
     init_std: float = 0.1  # small random layer-1 weights: heads start near uniform and specialise together
     width: int = 64  # standard transformer only
     layer1_init: str = "mimetic"  # standard transformer only: "mimetic" or the diagnostic "copy" (model/standard.py)
+    position: str = "absolute"  # standard transformer only: "absolute" embeddings or "relative" biases per head
     alpha: float = 1.0  # Dirichlet concentration of π's rows
     eps: float = 0.0  # entrywise floor of π
     batch_size: int = 256
@@ -58,8 +59,9 @@ class TrainConfig:
     offset_range: int | None = None  # structured model: largest example offset with its own w_L weight (None: L,
     # and offsets beyond L share w_L[L], fig5's reading R1); larger (fig5's reading R2) gives offsets never seen in
     # training weights of their own, which keep their initial values (no gradient reaches them; weight decay 0)
-    w_L_delay: int = 0  # structured model: steps during which w_L (which example a copier head reads) stays at
-    # its initial value while w_H, W_KQ and W_OV learn (see the fig2 preset)
+    w_L_delay: int = 0  # steps during which the weights that say which example a layer-1 head reads stay at their
+    # initial values while the rest learns: the structured copier's w_L (see the fig2 preset), the standard model's
+    # example-offset biases with relative positions (rel_example); no effect on other models
     warmup: int = 50
     ema: float = 0.0  # decay of an exponential moving average of the weights; when > 0 the average, not the last
     # iterate, is what is evaluated, returned and checkpointed as the model (0: the last iterate)
@@ -83,6 +85,11 @@ class TrainConfig:
         check_output_rule(self.output)
         if self.layer1_init not in LAYER1_INITS:
             raise ValueError(f"layer1_init must be one of {LAYER1_INITS}, got {self.layer1_init!r}")
+        if self.position not in POSITIONS:
+            raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
+        if self.position != "absolute" and self.model != "standard":
+            raise ValueError(f"position applies to the standard transformer only, got {self.position!r} for "
+                             f"model {self.model!r}")
         self.test_L = tuple(int(x) for x in self.test_L)
         if any(x < 1 for x in self.test_L):
             raise ValueError(f"test_L must hold integers >= 1 (test-time context sizes L'), got {self.test_L}")
@@ -153,7 +160,7 @@ def build_model(config: TrainConfig, generator: torch.Generator | None = None) -
                                                    init_std=c.init_std),
                                      generator=generator)
     return StandardTransformer(StandardConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, width=c.width,
-                                              layer1_init=c.layer1_init), generator=generator)
+                                              layer1_init=c.layer1_init, position=c.position), generator=generator)
 
 
 def run_kernel(config: TrainConfig) -> np.ndarray:
@@ -229,8 +236,8 @@ def learning_rate(config: TrainConfig, step: int) -> float:
 
 
 def param_groups(model: TwoLayerModel, config: TrainConfig) -> list[dict]:
-    """AdamW groups: W_KQ at ``selector_lr_scale`` (and ``selector_weight_decay``); the structured copier's w_L
-    from step ``w_L_delay`` on.
+    """AdamW groups: W_KQ at ``selector_lr_scale`` (and ``selector_weight_decay``); the structured copier's w_L and
+    the relative standard model's rel_example from step ``w_L_delay`` on.
 
     Each group carries ``lr_scale`` and ``start`` (the first step at which its learning rate is non-zero); the
     learning rate of a step is a function of the step index only, so a resumed run is exact.
@@ -239,6 +246,8 @@ def param_groups(model: TwoLayerModel, config: TrainConfig) -> list[dict]:
     special = {"W_KQ": (config.selector_lr_scale, 0)}
     if config.model == "structured":
         special["w_L"] = (1.0, config.w_L_delay)
+    elif config.model == "standard":
+        special["rel_example"] = (1.0, config.w_L_delay)
     groups = [{"params": [p for name, p in named.items() if name not in special], "lr_scale": 1.0, "start": 0}]
     for name, (scale, start) in special.items():
         if name in named:

@@ -372,6 +372,25 @@ def test_w_L_stays_at_its_initial_value_during_the_delay_and_learns_after():
     assert not torch.equal(train(config).model.w_L, initial.w_L)
 
 
+def test_relative_example_biases_stay_during_the_delay_and_learn_after():
+    # reference: the run's own seeded initialisation; the position biases and every other weight learn throughout
+    config = TrainConfig(model="standard", position="relative", d=3, H=4, L=2, K=2, width=8, steps=6,
+                         batch_size=8, eval_contexts=16, warmup=1, w_L_delay=3)
+    initial = build_model(config, torch.Generator().manual_seed(config.seed))
+    held = train(config, stop_at=3).model
+    assert torch.equal(held.rel_example, initial.rel_example)
+    assert not torch.equal(held.rel_position, initial.rel_position) and not torch.equal(held.q2.weight,
+                                                                                          initial.q2.weight)
+    assert not torch.equal(train(config).model.rel_example, initial.rel_example)
+
+
+def test_position_applies_to_the_standard_transformer_only():
+    with pytest.raises(ValueError, match="position applies to the standard transformer only"):
+        TrainConfig(model="structured", position="relative")
+    with pytest.raises(ValueError, match="position must be one of"):
+        TrainConfig(model="standard", position="alibi")
+
+
 def test_selector_weight_decay_applies_to_W_KQ_only():
     # the optimiser groups train() builds, read back by parameter name: W_KQ alone gets its own decay and lr scale,
     # w_L alone its delayed start; the others keep the optimiser's defaults
@@ -507,6 +526,19 @@ def test_the_copy_initialised_diagnostic_runs_at_the_full_tier_only():
     full = preset_configs("robustness", tier="full")
     assert full["standard-copy-init"].layer1_init == "copy"
     assert all(c.layer1_init == "mimetic" for k, c in full.items() if k != "standard-copy-init")
+
+
+def test_the_deciding_standard_run_reads_relative_positions_from_scratch_at_a_stated_scale():
+    # model.presets.standard_config: the quick tier at the declared reduced scale, the full tier at fig2's setting;
+    # both from scratch (mimetic layer 1) with at least one layer-1 head per example (K >= L)
+    from model.presets import STANDARD_QUICK_SCALE
+
+    fig2 = preset_configs("fig2", tier="full")["fig2"]
+    for tier, scale in (("quick", STANDARD_QUICK_SCALE), ("full", {"d": fig2.d, "H": fig2.H, "L": fig2.L})):
+        c = preset_configs("robustness", tier=tier, seed=5)["standard"]
+        assert {"d": c.d, "H": c.H, "L": c.L} == scale and c.seed == 5
+        assert (c.model, c.position, c.layer1_init) == ("standard", "relative", "mimetic") and c.K >= c.L
+    assert STANDARD_QUICK_SCALE["L"] < fig2.L and STANDARD_QUICK_SCALE["H"] < fig2.H
 
 
 def _reachable_extremes_by_permutations(x, y, band):

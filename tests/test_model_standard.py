@@ -104,6 +104,9 @@ def test_hand_copy_weights_see_no_query_token_at_or_after_h():
             torch.testing.assert_close(logp2[:, h], logp[:, h])
 
 
+POSITIONS = ["absolute", "relative"]
+
+
 def _random_standard(seed: int, **sizes) -> StandardTransformer:
     """Every parameter random (zero biases or a zero selector would hide a leak), float64."""
     model = StandardTransformer(StandardConfig(**sizes))
@@ -114,10 +117,11 @@ def _random_standard(seed: int, **sizes) -> StandardTransformer:
     return model.double().eval()
 
 
-def test_every_example_is_predicted_from_earlier_examples_and_its_own_prefix_only():
+@pytest.mark.parametrize("position", POSITIONS)
+def test_every_example_is_predicted_from_earlier_examples_and_its_own_prefix_only(position):
     """The training loss's term (l, h) never sees x^l_h, later tokens of example l, or any example after l."""
     d, H, L = 3, 5, 3
-    model = _random_standard(4, d=d, max_H=H, max_L=L, K=2, width=8)
+    model = _random_standard(4, d=d, max_H=H, max_L=L, K=2, width=8, position=position)
     rng = np.random.default_rng(5)
     tokens = rng.integers(0, d, (2, L + 1, H))
     with torch.no_grad():
@@ -136,9 +140,10 @@ def test_every_example_is_predicted_from_earlier_examples_and_its_own_prefix_onl
                     assert not torch.allclose(later, (logp[:, l, h + 1:] if h + 1 < H else logp[:, l + 1:]))
 
 
-def test_forward_is_the_query_row_of_every_example_prediction():
+@pytest.mark.parametrize("position", POSITIONS)
+def test_forward_is_the_query_row_of_every_example_prediction(position):
     d, H, L = 4, 6, 3
-    model = _random_standard(6, d=d, max_H=H, max_L=L, K=2, width=8)
+    model = _random_standard(6, d=d, max_H=H, max_L=L, K=2, width=8, position=position)
     rng = np.random.default_rng(7)
     context, query = rng.integers(0, d, (3, L, H)), rng.integers(0, d, (3, H))
     with torch.no_grad():
@@ -155,6 +160,109 @@ def test_forward_is_the_query_row_of_every_example_prediction():
 def test_negative_initialisation_scales_are_refused():
     with pytest.raises(ValueError, match="qk_gain"):
         StandardConfig(d=3, max_H=4, max_L=2, K=2, width=8, qk_gain=-1.0)
+    with pytest.raises(ValueError, match="relative_position_slope"):
+        StandardConfig(d=3, max_H=4, max_L=2, K=2, width=8, position="relative", relative_position_slope=-1.0)
+    with pytest.raises(ValueError, match="position must be one of"):
+        StandardConfig(d=3, max_H=4, max_L=2, K=2, width=8, position="rotary")
+    with pytest.raises(ValueError, match="needs position 'absolute'"):
+        StandardConfig(d=3, max_H=4, max_L=2, K=2, width=40, position="relative", layer1_init="copy")
+
+
+def hand_copy_relative_model(kernel: np.ndarray, L: int, H: int, beta: float = 30.0) -> StandardTransformer:
+    """Relative positions: K = L heads, no content logits; head k's biases are beta at example offset k + 1 and
+    beta at position offset 0 (0 elsewhere), so from every row (l, h) it reads (l − 1 − k, h) with margin beta.
+    Layer 2 and the output are set as in :func:`hand_copy_model`; the residual holds no position at all."""
+    d, K = kernel.shape[0], L
+    need = (d + 1) + K * d + d  # tokens, copy blocks, output block
+    hs = max(d, -(-need // K))
+    w = K * hs
+    model = StandardTransformer(StandardConfig(d=d, max_H=H, max_L=L, K=K, width=w, ffn_mult=1,
+                                               position="relative"))
+    T, C = 0, d + 1
+    O = C + K * d
+    logpi = torch.tensor(np.log(kernel), dtype=torch.float32)
+
+    def through_ln(lin, A, n_ones):
+        mu = n_ones / w
+        s = math.sqrt(mu - mu * mu + 1e-5)
+        lin.weight.copy_(s * A)
+        lin.bias.copy_(mu * A.sum(1))
+
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()  # FFNs off, W_Q = W_K = 0 in layer 1: the biases alone place every head
+        for ln in (model.ln1, model.ln1_kv, model.ln1_ffn, model.ln2, model.ln2_kv, model.ln2_ffn, model.ln_f):
+            ln.weight.fill_(1.0)
+        model.tok.weight[:, T:T + d + 1] = torch.eye(d + 1)
+        model.rel_example[torch.arange(K), torch.arange(K) + 1] = beta
+        model.rel_position[:, H - 1] = beta  # offset h − h' = 0 (max_H = H)
+        Av, Ao = torch.zeros(w, w), torch.zeros(w, w)
+        for k in range(K):
+            Av[k * hs:k * hs + d, T:T + d] = torch.eye(d)
+            Ao[C + k * d:C + (k + 1) * d, k * hs:k * hs + d] = torch.eye(d)
+        through_ln(model.v1, Av, 1)
+        model.o1.weight.copy_(Ao)
+        Aq2, Ak2, Av2 = (torch.zeros(w, w) for _ in range(3))
+        for k in range(K):
+            Aq2[k * d:(k + 1) * d, C + k * d:C + (k + 1) * d] = math.sqrt(w) * torch.eye(d)
+            Ak2[k * d:(k + 1) * d, C + k * d:C + (k + 1) * d] = logpi.T
+        Av2[:d, T:T + d] = torch.eye(d)
+        for lin, A in ((model.q2, Aq2), (model.k2, Ak2), (model.v2, Av2)):
+            through_ln(lin, A, 1 + K)  # the token + K exact copies
+        model.o2.weight[O:O + d, :d] = torch.eye(d)
+        model.unembed.weight[:, O:O + d] = logpi.T
+    return model
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_hand_set_relative_biases_give_the_bma_parent_posterior(seed):
+    # reference: numerics.parent_posterior (BMA by enumeration of parents); control: the same model with head k
+    # reading example offset k + 2 instead of k + 1 (a wrong example for every head) no longer matches it
+    rng = np.random.default_rng(10 + seed)
+    d, H, L = 4, 6, 5
+    kernel = numerics.random_kernel(d, eps=0.02, rng=rng)
+    batch = numerics.sample_task(kernel, 100, L, H, rng=rng)
+    model = hand_copy_relative_model(kernel, L, H)
+    posterior = numerics.parent_posterior(kernel, batch.context)
+    with torch.no_grad():
+        att = model.parent_attention(batch.context, batch.query).double().numpy()
+    np.testing.assert_allclose(att, posterior, atol=1e-4)
+    with torch.no_grad():  # control: shift every head's example offset by one
+        model.rel_example.copy_(torch.roll(model.rel_example, 1, dims=1))
+        shifted = model.parent_attention(batch.context, batch.query).double().numpy()
+    assert np.abs(shifted - posterior).max() > 0.1
+
+
+def test_head_summary_reads_the_relative_hand_set_heads():
+    # reference: hand_copy_relative_model's construction (head k: example offset k + 1, position offset 0)
+    from model.analysis import standard_head_summary
+
+    rng = np.random.default_rng(3)
+    L, H = 4, 6
+    kernel = numerics.random_kernel(4, eps=0.02, rng=rng)
+    summary = standard_head_summary(hand_copy_relative_model(kernel, L, H), numerics.sample_task(kernel, 16, L, H,
+                                                                                                 rng=rng))
+    assert summary["example_offset"] == [k + 1 for k in range(L)]
+    assert summary["position_offset"] == [0] * L and min(summary["same_position_mass"]) > 0.99
+    assert summary["covered"] == list(range(1, L + 1))
+
+
+def test_relative_initialisation():
+    """Relative positions at step 0: no example or position embedding; every head's position bias is
+    −slope·|h − h'| (peak at the same position), its example biases N(0, std²) from the caller's generator."""
+    c = StandardConfig(d=3, max_H=5, max_L=6, K=200, width=200, position="relative")
+    assert c.qk_gain == 0.5 and StandardConfig(d=3, max_H=5, max_L=6, K=2, width=8).qk_gain == 4.0
+    model = StandardTransformer(c, generator=torch.Generator().manual_seed(0))
+    names = {name for name, _ in model.named_parameters()}
+    assert not any(name.startswith(("ex.", "pos.")) for name in names) and {"rel_example", "rel_position"} <= names
+    offsets = torch.arange(-4, 5).abs().float()
+    torch.testing.assert_close(model.rel_position, -c.relative_position_slope * offsets.expand(200, -1))
+    u = model.rel_example.detach().numpy().ravel()
+    assert abs(u.std() - c.relative_example_std) < 0.3 and abs(u.mean()) < 0.3  # 1400 draws: se ~0.1
+    again = StandardTransformer(c, generator=torch.Generator().manual_seed(0))
+    other = StandardTransformer(c, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(again.rel_example, model.rel_example)
+    assert not torch.equal(other.rel_example, model.rel_example)
 
 
 @pytest.mark.slow
@@ -192,7 +300,10 @@ def _layer1_attention_handed_to_sdpa(model, context, query, monkeypatch) -> torc
     with torch.no_grad():
         model(context, query)
     q, k, mask = seen[0]
-    return torch.softmax((q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf")), -1)
+    logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if mask.dtype == torch.bool:
+        return torch.softmax(logits.masked_fill(~mask, float("-inf")), -1)
+    return torch.softmax(logits + mask, -1)  # relative positions: the biases, -inf where masked
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -220,12 +331,13 @@ def test_copy_initialisation_needs_a_head_wider_than_the_positions():
         StandardConfig(d=3, max_H=4, max_L=2, K=2, width=8, layer1_init="oracle")
 
 
+@pytest.mark.parametrize("position", ["absolute", "relative"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_layer1_query_attention_is_what_the_model_hands_to_sdpa(seed, monkeypatch):
+def test_layer1_query_attention_is_what_the_model_hands_to_sdpa(seed, position, monkeypatch):
     # reference: softmax(q kᵀ/√hs) over the allowed keys, recomputed from the q, k and mask the forward pass passes
     # to scaled_dot_product_attention (its first H rows are the query stream of the last example)
     L, H, K = 3, 5, 4
-    model = StandardTransformer(StandardConfig(d=3, max_H=H, max_L=L, K=K, width=32),
+    model = StandardTransformer(StandardConfig(d=3, max_H=H, max_L=L, K=K, width=32, position=position),
                                 generator=torch.Generator().manual_seed(seed))
     rng = np.random.default_rng(seed)
     context, query = torch.as_tensor(rng.integers(0, 3, (6, L, H))), torch.as_tensor(rng.integers(0, 3, (6, H)))
