@@ -365,6 +365,22 @@ def test_robustness_reports_an_under_provisioned_run(monkeypatch):
     assert any("K < L" in a or "under-provisioned" in a for a in outcome.assumptions)
 
 
+def test_robustness_states_each_runs_scale_and_its_own_chance(monkeypatch):
+    # runs at different scales (the quick tier's standard run is smaller than fig2's setting): each run's measured
+    # values carry its (d, H, L) and the chance accuracy at its own H (reference: mean over h of 1/h, by hand)
+    runs = {"construction": _stand_in_run(L=5, H=6, construction=True),
+            "standard": _stand_in_run(L=3, H=4, model_kind="standard", K=4)}
+    _patch_runs(monkeypatch, {"robustness": runs})
+    outcome = checks.exp_robustness(CheckContext(tier="quick", seed=0))
+    by_hand = {H: float(np.mean(1 / np.arange(1, H))) for H in (4, 6)}
+    assert outcome.measured["standard"]["scale"] == {"d": 4, "H": 4, "L": 3}
+    assert outcome.measured["construction"]["scale"] == {"d": 4, "H": 6, "L": 5}
+    assert outcome.measured["standard"]["chance_parent_accuracy"] == pytest.approx(by_hand[4])
+    assert outcome.measured["construction"]["chance_parent_accuracy"] == pytest.approx(by_hand[6])
+    assert "standard (d = 4, H = 4, L = 3, absolute positions, 4 heads" in outcome.summary
+    assert f"{by_hand[4]:.3f} at H = 4" in outcome.summary and f"{by_hand[6]:.3f} at H = 6" in outcome.summary
+
+
 @pytest.mark.slow
 def test_short_seeded_training_lowers_the_loss_toward_bma():
     # BMA loss from numerics on the same held-out contexts is the floor; the gap must shrink severalfold and the

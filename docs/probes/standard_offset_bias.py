@@ -52,7 +52,7 @@ class OffsetBiased(StandardTransformer):
         self._bias = self._offset_bias(L, H, 0 if all_examples else L)
         return super()._examples(context, query, all_examples=all_examples)
 
-    def _attention1(self, x, kv, allowed):
+    def _attention1(self, x, kv, allowed, bias=None):  # absolute positions: the model passes no bias
         B, R, w = x.shape
         K, hs = self.K, w // self.K
         q = self.q1(x).view(B, R, K, hs).transpose(1, 2)

@@ -1,0 +1,65 @@
+"""Probe (issue 13, not part of the package): exp-robustness's full-tier standard run (the paper's fig2 setting,
+relative positions; ``model.presets.standard_config``) and variants of it, on a GPU, in parallel processes.
+
+    PYTHONPATH=. python docs/probes/gpu_standard.py SECONDS OUT_DIR
+
+Every variant is ``train(replace(preset_configs("robustness", tier="full", seed=S, device="cuda")["standard"],
+**changes))`` for the training seeds S of report seeds 0 and 1 (``CheckContext(seed=R).seed_for("model:robustness")``),
+run in chunks of 1000 steps (``stop_at``/``resume``; a resumed run is exact); after each chunk a JSON line goes to
+OUT_DIR/results.jsonl. No chunk starts after SECONDS. PROBE_DEVICE=cpu runs it without a GPU.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+SEEDS = {0: 8965275259091543233, 1: 1962963093274989103}
+K32 = {"K": 32, "width": 128}
+# measured with these four (model/standard.py's docstring has the numbers), each on both seeds: 8 processes
+VARIANTS = {"K32": K32, "delay500": K32 | {"w_L_delay": 500}, "K40": {"K": 40, "width": 160},
+            "ema": K32 | {"ema": 0.99}}
+
+
+def one(args):
+    label, report_seed, changes, seconds, out = args
+    import torch
+    torch.set_num_threads(1)
+    from model.analysis import standard_head_summary
+    from model.presets import preset_configs
+    from model.training import eval_batch, train
+
+    start = time.time()
+    config = replace(preset_configs("robustness", tier="full", seed=SEEDS[report_seed],
+                                    device=os.environ.get("PROBE_DEVICE", "cuda"))["standard"],
+                     **changes)
+    folder = Path(out) / f"{label}-R{report_seed}"
+    done = 0
+    while done < config.steps and time.time() - start < seconds:
+        done = min(config.steps, done + 1000)
+        run = train(config, out=folder, resume=done > 1000, stop_at=done)
+        m = run.metrics
+        summary = standard_head_summary(run.model, eval_batch(config, run.kernel, config.L))
+        line = {"label": label, "report_seed": report_seed, "changes": changes, "step": done,
+                "seconds": round(time.time() - start), "parent_accuracy": round(m["parent_accuracy"], 4),
+                "bma_parent_accuracy": round(m["bma_parent_accuracy"], 4),
+                "parent_loss_gap": round(m["parent_loss_gap"], 4), "gap_to_bma": round(m["gap_to_bma"], 5),
+                "covered": summary["covered"], "uncovered": summary["uncovered"]}
+        with open(Path(out) / "results.jsonl", "a") as f:
+            f.write(json.dumps(line) + "\n")
+    for p in folder.glob("*.pt"):
+        p.unlink()  # checkpoints stay on the device
+    return label
+
+
+if __name__ == "__main__":
+    seconds, out = float(sys.argv[1]), sys.argv[2]
+    Path(out).mkdir(parents=True, exist_ok=True)
+    jobs = [(label, r, changes, seconds, out) for label, changes in VARIANTS.items() for r in SEEDS]
+    with mp.get_context("spawn").Pool(len(jobs)) as pool:
+        for label in pool.imap_unordered(one, jobs):
+            print("done", label, flush=True)
