@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reports.core import TIERS, CheckContext, jsonable, verdict_counts
+from reports.core import DEVICES, TIERS, CheckContext, jsonable, verdict_counts
 from reports.registry import CLAIM_IDS, CLAIMS, get_claim
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "ds", "robustness")
@@ -90,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--instance", metavar="FILE", help="re-check a saved counterexample instance (JSON)")
     check.add_argument("--list", action="store_true", help="list the claim ids and their checks, run nothing")
     check.add_argument("--quiet", action="store_true")
+    check.add_argument("--device", choices=DEVICES, default="cpu",
+                       help="where the paper-experiment presets train (exp-fig2 ... exp-robustness; e.g. the full "
+                            "tier's standard transformer on a GPU); other checks use the CPU (default cpu)")
     _threads_arg(check)
 
     train = sub.add_parser("train", help="train a model on a preset of the paper's experiments")
@@ -191,6 +194,8 @@ def _check(args) -> int:
         for claim in CLAIMS:
             print(f"{claim.id:28s} {', '.join(f'{c.kind} ({c.reading})' for c in claim.checks)}")
         return 0
+    if args.device != "cpu" and (args.kernel or args.instance):
+        raise ValueError("--device applies to claim checks that train, not to --kernel or --instance")
     if args.instance:
         from reports.search import check_instance
 
@@ -211,10 +216,11 @@ def _check(args) -> int:
 
     with tempfile.TemporaryDirectory() as figures:
         ctx = CheckContext(tier=args.tier, seed=args.seed, figures_dir=Path(figures), quiet=args.quiet or args.json,
-                           options=options)
+                           options=options, device=args.device)
         records = run_claims(claims, ctx, progress=not (args.quiet or args.json))
     if args.json:
-        print(json.dumps({"tier": args.tier, "seed": args.seed, "threads": args.threads, "claims": records},
+        print(json.dumps({"tier": args.tier, "seed": args.seed, "threads": args.threads, "device": args.device,
+                          "claims": records},
                          indent=2, ensure_ascii=False))
     else:
         from reports.builder import finding_line, verdict_label

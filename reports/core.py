@@ -27,6 +27,8 @@ VERDICTS = ("pass", "fail", "inconclusive")
 RECORD_VERDICTS = VERDICTS + ("error",)
 KINDS = ("symbolic", "exact", "monte-carlo", "model")
 TIERS = ("quick", "full")
+#: where the paper-experiment presets of a check train (``bma-verify check --device``)
+DEVICES = ("cpu", "cuda")
 #: How a check reads its claim (SPEC §4.1). Only ``as-stated`` and ``reproduction`` checks decide a claim's
 #: verdict; a ``stronger`` check (a sharper statement of ours) yields findings and never fails the paper's claim.
 READINGS = ("as-stated", "stronger", "reproduction")
@@ -199,10 +201,18 @@ class CheckContext:
     jobs: int = 1
     backend: str = "joblib"
     scheduler: str | None = None
+    device: str = "cpu"  # where the paper-experiment presets train (fig2, fig3, fig5, fig6, robustness)
 
     def __post_init__(self) -> None:
         if self.tier not in TIERS:
             raise ValueError(f"tier must be one of {TIERS}, got {self.tier!r}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.device == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ValueError("device 'cuda' was asked for but no CUDA device is present; use --device cpu")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         self.seed = int(self.seed)

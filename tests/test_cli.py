@@ -40,6 +40,18 @@ def test_train_rejects_a_missing_device_and_bad_threads(capsys):
     assert "--threads" in capsys.readouterr().err
 
 
+def test_check_device_is_refused_without_cuda_and_outside_claim_checks(tmp_path, capsys):
+    import torch
+
+    if not torch.cuda.is_available():  # refused before any check runs
+        assert cli.main(["check", "exp-robustness", "--device", "cuda", "--quiet"]) == 2
+        assert "no CUDA device" in capsys.readouterr().err
+    kernel = tmp_path / "k.json"
+    kernel.write_text(json.dumps([[0.5, 0.5], [0.2, 0.8]]))
+    assert cli.main(["check", "--kernel", str(kernel), "--device", "cuda"]) == 2
+    assert "--device applies to claim checks" in capsys.readouterr().err
+
+
 def test_check_instance_reproduces_a_saved_counterexample(tmp_path, capsys):
     # Reference: the stored Lemma 3 counterexample to α = δ(π), which check_instance recomputes exactly.
     lemma3 = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "lemma3")

@@ -365,6 +365,26 @@ def test_robustness_reports_an_under_provisioned_run(monkeypatch):
     assert any("K < L" in a or "under-provisioned" in a for a in outcome.assumptions)
 
 
+def test_presets_train_on_the_checks_device(monkeypatch):
+    # reference: the device argument train_preset_runs receives, recorded by a stand-in (CUDA reported present so
+    # that the context accepts "cuda" on a machine without one; nothing is trained)
+    import torch
+
+    seen = []
+
+    def fake(name, *, tier, seed, device, quiet, output):
+        seen.append(device)
+        return {"construction": _stand_in_run(L=5, construction=True)}
+
+    monkeypatch.setattr(checks, "train_preset_runs", fake)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    checks.exp_robustness(CheckContext(tier="quick", seed=0))
+    checks.exp_robustness(CheckContext(tier="quick", seed=0, device="cuda"))
+    assert seen == ["cpu", "cuda"]
+    with pytest.raises(ValueError, match="device must be one of"):
+        CheckContext(device="tpu")
+
+
 def test_robustness_states_each_runs_scale_and_its_own_chance(monkeypatch):
     # runs at different scales (the quick tier's standard run is smaller than fig2's setting): each run's measured
     # values carry its (d, H, L) and the chance accuracy at its own H (reference: mean over h of 1/h, by hand)

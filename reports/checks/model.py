@@ -113,13 +113,14 @@ CONSTRUCTION_TOL = 1e-6
 #: fails (a copier with β halved in w_H would read 0.5).
 RATE_TOL = 0.05
 def _runs(ctx: CheckContext, name: str, output: str = "mixture", replicate: int = 0) -> dict:
-    """The preset's trained runs for this report (trained once, then taken from ``ctx.cache``); ``replicate`` r > 0
-    trains the same runs on a further seed derived from the report seed."""
+    """The preset's trained runs for this report (trained once, then taken from ``ctx.cache``, on ``ctx.device``);
+    ``replicate`` r > 0 trains the same runs on a further seed derived from the report seed."""
     name = "fig2" if name == "fig3" else name  # fig3 reads the parameters of fig2's run
-    key = f"model.presets:{name}:{output}:{ctx.tier}:{ctx.seed}" + (f":replicate{replicate}" if replicate else "")
+    key = (f"model.presets:{name}:{output}:{ctx.tier}:{ctx.seed}:{ctx.device}"
+           + (f":replicate{replicate}" if replicate else ""))
     if key not in ctx.cache:
         seed = ctx.seed_for(f"model:{name}" + (f":replicate{replicate}" if replicate else ""))
-        ctx.cache[key] = train_preset_runs(name, tier=ctx.tier, seed=seed, device="cpu", quiet=ctx.quiet,
+        ctx.cache[key] = train_preset_runs(name, tier=ctx.tier, seed=seed, device=ctx.device, quiet=ctx.quiet,
                                            output=output)
     return ctx.cache[key]
 
