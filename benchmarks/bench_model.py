@@ -10,8 +10,8 @@
    Target: ratio <= 2. (The plain model projects all (L+1)·H tokens; the structured one computes only the query
    example's rows, because its copier is content-free, so the ratio is far below one.) The plain step's GFLOP are
    counted and printed beside it, to show its time is compute, not a measurement error.
-3. The standard transformer's training step (robustness preset, full tier) in steps per second and as a ratio to
-   the structured step.
+3. The standard transformer's training step (robustness preset, quick and full tier) in steps per second and as a
+   ratio to the structured step.
 """
 from __future__ import annotations
 
@@ -90,9 +90,10 @@ def step_cost_ratio(repeats: int = 5) -> dict:
             "plain_gflop_per_step": plain_gflop, "plain_gflop_per_s": plain_gflop / t_plain}
 
 
-def standard_step_cost(repeats: int = 5) -> dict:
-    """Seconds per training step of the robustness preset's standard transformer (full tier, from scratch) against
-    the fig2 structured model's step, measured back to back; and the standard model's steps per second."""
+def standard_step_cost(repeats: int = 5, tier: str = "full") -> dict:
+    """Seconds per training step of the robustness preset's standard transformer (relative positions, from scratch;
+    ``tier``: "full" = the fig2 setting, "quick" = the report's reduced scale) against the fig2 structured model's
+    step, measured back to back; and the standard model's steps per second."""
     def seconds(config):
         kernel = run_kernel(config)
         batch = step_batch(config, kernel, 0)
@@ -100,12 +101,13 @@ def standard_step_cost(repeats: int = 5) -> dict:
         model = build_model(config, torch.Generator().manual_seed(0))
         return _step_seconds(_training_step(model, lambda: model.loss(context, query)), repeats)
 
-    standard = preset_configs("robustness", tier="full", device="cpu")["standard"]
+    standard = preset_configs("robustness", tier=tier, device="cpu")["standard"]
     t_standard = seconds(standard)
     t_structured = seconds(preset_configs("fig2", tier="full", device="cpu")["fig2"])
     return {"standard_step_s": t_standard, "standard_steps_per_s": 1 / t_standard,
             "structured_step_s": t_structured, "ratio": t_standard / t_structured,
-            "standard": {"K": standard.K, "width": standard.width, "batch": standard.batch_size}}
+            "standard": {"K": standard.K, "width": standard.width, "batch": standard.batch_size,
+                         "d": standard.d, "H": standard.H, "L": standard.L, "tier": tier}}
 
 
 #: Query-loss gaps to BMA (nats/token) whose first crossing is timed.
@@ -140,10 +142,12 @@ def main() -> None:
           f"{ratio['plain_mha_step_s'] * 1e3:.1f} ms, ratio {ratio['ratio']:.2f} (target <= 2); the plain step is "
           f"~{ratio['plain_gflop_per_step']:.1f} GFLOP ({ratio['plain_gflop_per_s']:.1f} GFLOP/s achieved): it "
           f"projects all {ratio['tokens']} tokens of {ratio['batch']} contexts, the structured model only the query")
-    std = standard_step_cost()
-    print(f"standard transformer (robustness, full tier: K = {std['standard']['K']}, width "
-          f"{std['standard']['width']}, batch {std['standard']['batch']}): {std['standard_step_s'] * 1e3:.1f} ms a "
-          f"step ({std['standard_steps_per_s']:.1f} steps/s), {std['ratio']:.2f}x the fig2 structured step")
+    std = {tier: standard_step_cost(tier=tier, repeats=5 if tier == "quick" else 2) for tier in ("quick", "full")}
+    for tier, cost in std.items():
+        c = cost["standard"]
+        print(f"standard transformer (robustness, {tier} tier: d = {c['d']}, H = {c['H']}, L = {c['L']}, K = {c['K']}, "
+              f"width {c['width']}, batch {c['batch']}): {cost['standard_step_s'] * 1e3:.1f} ms a step "
+              f"({cost['standard_steps_per_s']:.2f} steps/s), {cost['ratio']:.1f}x the fig2 structured step")
     fig2 = fig2_time_to_gap()
     parts = []
     for target, hit in fig2["reached"].items():

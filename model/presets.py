@@ -94,6 +94,10 @@ def standard_config(quick: bool, base: dict) -> TrainConfig:
     0.880 and 0.920 vs 0.939, the oldest example uncovered on both; K = 32 at width 128 did worse (0.824, 0.902).
     With absolute positions the heads pile onto a few recent examples and parent accuracy stalls at 0.43-0.68
     against BMA's 0.88 (the run this replaced: K = 4, 0.426).
+    Not adopted for the quick run (report seed, one thread, ``train(replace(preset_configs("robustness",
+    tier="quick", seed=S)["standard"], ...))`` with S = CheckContext(seed=0).seed_for("model:robustness"); parent
+    accuracy vs BMA 0.800, L_pa above BMA's): lr 0.005 0.779 (+0.082; report seed 1: 0.855, +0.050), lr 0.003
+    0.776 (+0.090), K = 8 at width 32 0.732 (+0.161, half the time), 1000 steps 0.781 (+0.051, 1.7x the time).
     """
     if quick:
         return TrainConfig(model="standard", position="relative", **STANDARD_QUICK_SCALE, K=16, width=64, lr=0.01,
