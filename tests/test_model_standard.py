@@ -20,6 +20,31 @@ from model.standard import StandardConfig, StandardTransformer
 
 
 
+def _through_ln(lin, A, n_ones: int) -> None:
+    """lin(LN(x)) = A x for every x with exactly n_ones unit entries and zeros elsewhere."""
+    w = A.shape[1]
+    mu = n_ones / w
+    s = math.sqrt(mu - mu * mu + 1e-5)  # LayerNorm's std of such an x (eps 1e-5)
+    lin.weight.copy_(s * A)
+    lin.bias.copy_(mu * A.sum(1))
+
+
+def _set_selector_and_output(model, logpi, *, T: int, C: int, O: int, n_ones: int) -> None:
+    """Layer 2 scores Σ_k log π(copy_k(h) | copy_k(h')) from the copy blocks C + k·d, reads the key's token (block
+    T) and writes it to the output block O; the unembedding gives logits Σ_h' A log π[x_h'] (the logit rule).
+    ``n_ones``: unit entries of every layer-2 input (its embeddings + K exact copies)."""
+    d, K, w = logpi.shape[0], model.K, model.config.width
+    Aq2, Ak2, Av2 = (torch.zeros(w, w) for _ in range(3))
+    for k in range(K):
+        Aq2[k * d:(k + 1) * d, C + k * d:C + (k + 1) * d] = math.sqrt(w) * torch.eye(d)
+        Ak2[k * d:(k + 1) * d, C + k * d:C + (k + 1) * d] = logpi.T
+    Av2[:d, T:T + d] = torch.eye(d)
+    for lin, A in ((model.q2, Aq2), (model.k2, Ak2), (model.v2, Av2)):
+        _through_ln(lin, A, n_ones)
+    model.o2.weight[O:O + d, :d] = torch.eye(d)
+    model.unembed.weight[:, O:O + d] = logpi.T
+
+
 def hand_copy_model(kernel: np.ndarray, L: int, H: int, beta: float = 30.0) -> StandardTransformer:
     """K = L heads; head k attends from (example L, position h) to (example k, position h) with margin beta."""
     d, K = kernel.shape[0], L
@@ -31,14 +56,6 @@ def hand_copy_model(kernel: np.ndarray, L: int, H: int, beta: float = 30.0) -> S
     C = P + H  # copy block of head k: C + k*d .. C + (k+1)*d
     O = C + K * d  # output block
     logpi = torch.tensor(np.log(kernel), dtype=torch.float32)
-
-    def through_ln(lin, A, n_ones):
-        """lin(LN(x)) = A x for every x with exactly n_ones unit entries and zeros elsewhere."""
-        mu = n_ones / w
-        s = math.sqrt(mu - mu * mu + 1e-5)  # LayerNorm's std of such an x (eps 1e-5)
-        lin.weight.copy_(s * A)
-        lin.bias.copy_(mu * A.sum(1))
-
     with torch.no_grad():
         for p in model.parameters():
             p.zero_()  # FFNs off
@@ -55,20 +72,12 @@ def hand_copy_model(kernel: np.ndarray, L: int, H: int, beta: float = 30.0) -> S
             Ak[base + H, E + k] = 1.0  # example k: +beta (query side: constant beta from the bias)
             Av[base:base + d, T:T + d] = torch.eye(d)
             Ao[C + k * d:C + (k + 1) * d, base:base + d] = torch.eye(d)
-        through_ln(model.q1, Aq, 3)
+        _through_ln(model.q1, Aq, 3)
         model.q1.bias[torch.arange(K) * hs + H] += beta * math.sqrt(hs)
-        through_ln(model.k1, Ak, 3)
-        through_ln(model.v1, Av, 3)
+        _through_ln(model.k1, Ak, 3)
+        _through_ln(model.v1, Av, 3)
         model.o1.weight.copy_(Ao)
-        Aq2, Ak2, Av2 = (torch.zeros(w, w) for _ in range(3))
-        for k in range(K):
-            Aq2[k * d:(k + 1) * d, C + k * d:C + (k + 1) * d] = math.sqrt(w) * torch.eye(d)
-            Ak2[k * d:(k + 1) * d, C + k * d:C + (k + 1) * d] = logpi.T
-        Av2[:d, T:T + d] = torch.eye(d)
-        for lin, A in ((model.q2, Aq2), (model.k2, Ak2), (model.v2, Av2)):
-            through_ln(lin, A, 3 + K)  # embeddings + K exact copies
-        model.o2.weight[O:O + d, :d] = torch.eye(d)
-        model.unembed.weight[:, O:O + d] = logpi.T  # logits ∝ Σ_h' A log π[x_h'] (the logit rule)
+        _set_selector_and_output(model, logpi, T=T, C=C, O=O, n_ones=3 + K)  # embeddings + K exact copies
     return model
 
 
@@ -181,13 +190,6 @@ def hand_copy_relative_model(kernel: np.ndarray, L: int, H: int, beta: float = 3
     T, C = 0, d + 1
     O = C + K * d
     logpi = torch.tensor(np.log(kernel), dtype=torch.float32)
-
-    def through_ln(lin, A, n_ones):
-        mu = n_ones / w
-        s = math.sqrt(mu - mu * mu + 1e-5)
-        lin.weight.copy_(s * A)
-        lin.bias.copy_(mu * A.sum(1))
-
     with torch.no_grad():
         for p in model.parameters():
             p.zero_()  # FFNs off, W_Q = W_K = 0 in layer 1: the biases alone place every head
@@ -200,17 +202,9 @@ def hand_copy_relative_model(kernel: np.ndarray, L: int, H: int, beta: float = 3
         for k in range(K):
             Av[k * hs:k * hs + d, T:T + d] = torch.eye(d)
             Ao[C + k * d:C + (k + 1) * d, k * hs:k * hs + d] = torch.eye(d)
-        through_ln(model.v1, Av, 1)
+        _through_ln(model.v1, Av, 1)
         model.o1.weight.copy_(Ao)
-        Aq2, Ak2, Av2 = (torch.zeros(w, w) for _ in range(3))
-        for k in range(K):
-            Aq2[k * d:(k + 1) * d, C + k * d:C + (k + 1) * d] = math.sqrt(w) * torch.eye(d)
-            Ak2[k * d:(k + 1) * d, C + k * d:C + (k + 1) * d] = logpi.T
-        Av2[:d, T:T + d] = torch.eye(d)
-        for lin, A in ((model.q2, Aq2), (model.k2, Ak2), (model.v2, Av2)):
-            through_ln(lin, A, 1 + K)  # the token + K exact copies
-        model.o2.weight[O:O + d, :d] = torch.eye(d)
-        model.unembed.weight[:, O:O + d] = logpi.T
+        _set_selector_and_output(model, logpi, T=T, C=C, O=O, n_ones=1 + K)  # the token + K exact copies
     return model
 
 
