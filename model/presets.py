@@ -81,7 +81,7 @@ def fig5_steps(L: int) -> int:
 
 #: The standard transformer of exp-robustness (Appendix G), with relative positions (model/standard.py). Quick tier:
 #: a declared reduced scale (d = 5, H = 6, L = 4) that two cores can train in the report; full tier: the paper's
-#: fig2 setting (d = 5, H = 10, L = 10), for a GPU (``bma-verify train --preset robustness --device cuda``).
+#: fig2 setting (d = 5, H = 10, L = 10), for a GPU (``bma-verify check exp-robustness --tier full --device cuda``).
 STANDARD_QUICK_SCALE = {"d": 5, "H": 6, "L": 4}
 
 
