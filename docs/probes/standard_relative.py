@@ -2,7 +2,8 @@
 (``StandardConfig(position="relative")``, model/standard.py) from scratch, at a chosen scale.
 
 Trained on the all-examples loss with AdamW (warm-up 50 steps, cosine to 0.1 lr), gradient clip 1, the example-
-offset biases held for the first ``ex_delay`` steps; evaluated on 1024 held-out contexts against BMA's parent
+offset biases held for the first ``ex_delay`` steps (``query_only=N``: from step N on, the loss of the query
+example's terms only); evaluated on 1024 held-out contexts against BMA's parent
 accuracy; ``--heads`` prints, per example of the context, the largest same-position mass of any layer-1 head
 (``model.analysis.standard_head_summary``'s reading: an example is covered when one head puts most of its mass on
 it at the same position). Default: d = 5, H = 6, L = 4, K = 16 heads, width 64, lr 0.01, batch 128, 1500 steps.
