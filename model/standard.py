@@ -174,12 +174,17 @@ class StandardConfig:
         if self.layer1_init == "copy" and self.width // self.K <= self.max_H:
             raise ValueError(f"layer1_init 'copy' needs a head size width / K > max_H = {self.max_H}, "
                              f"got {self.width // self.K}")
-        if self.qk_gain is None:
-            self.qk_gain = DEFAULT_QK_GAIN[self.position]
-        scales = ("qk_gain", "token_std", "example_scale", "example_freq", "relative_example_std",
-                  "relative_position_slope")
-        if not all(getattr(self, name) >= 0 for name in scales):
-            raise ValueError(f"{', '.join(scales)} must be >= 0, got {[getattr(self, name) for name in scales]}")
+        scales = {name: getattr(self, name) for name in ("token_std", "example_scale", "example_freq",
+                                                         "relative_example_std", "relative_position_slope")}
+        scales["qk_gain"] = self.initial_qk_gain
+        if not all(value >= 0 for value in scales.values()):
+            raise ValueError(f"{', '.join(scales)} must be >= 0, got {list(scales.values())}")
+
+    @property
+    def initial_qk_gain(self) -> float:
+        """qk_gain, or its default for the position encoding when None (derived, so that ``replace(config,
+        position=...)`` takes the new encoding's default)."""
+        return DEFAULT_QK_GAIN[self.position] if self.qk_gain is None else self.qk_gain
 
 
 class FeedForward(nn.Module):
@@ -229,7 +234,7 @@ class StandardTransformer(TwoLayerModel):
                 angle = torch.arange(c.max_L + 1)[:, None] * torch.linspace(0, c.example_freq, w // 2)
                 self.ex.weight.zero_()  # an odd width leaves its last column zero
                 self.ex.weight[:, :2 * (w // 2)] = c.example_scale * torch.cat([angle.cos(), angle.sin()], 1)
-            self.q1.weight.copy_(normal((w, w), c.qk_gain / math.sqrt(w)))
+            self.q1.weight.copy_(normal((w, w), c.initial_qk_gain / math.sqrt(w)))
             self.k1.weight.copy_(self.q1.weight)
             if c.position == "relative":
                 self.rel_example.copy_(normal(self.rel_example.shape, c.relative_example_std))

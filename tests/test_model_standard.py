@@ -10,6 +10,7 @@ map that the next linear layer undoes.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -245,7 +246,10 @@ def test_relative_initialisation():
     """Relative positions at step 0: no example or position embedding; every head's position bias is
     −slope·|h − h'| (peak at the same position), its example biases N(0, std²) from the caller's generator."""
     c = StandardConfig(d=3, max_H=5, max_L=6, K=200, width=200, position="relative")
-    assert c.qk_gain == 0.5 and StandardConfig(d=3, max_H=5, max_L=6, K=2, width=8).qk_gain == 4.0
+    absolute = StandardConfig(d=3, max_H=5, max_L=6, K=2, width=8)
+    assert c.initial_qk_gain == 0.5 and absolute.initial_qk_gain == 4.0
+    assert replace(absolute, position="relative").initial_qk_gain == 0.5  # derived, not frozen at construction
+    assert StandardConfig(d=3, max_H=5, max_L=6, K=2, width=8, position="relative", qk_gain=2.0).initial_qk_gain == 2.0
     model = StandardTransformer(c, generator=torch.Generator().manual_seed(0))
     names = {name for name, _ in model.named_parameters()}
     assert not any(name.startswith(("ex.", "pos.")) for name in names) and {"rel_example", "rel_position"} <= names
@@ -283,8 +287,6 @@ def test_relative_standard_transformer_learns_to_divide_the_examples():
     training seed (~35 s on one core): parent accuracy well above chance (uniform A^(2): mean over h of 1/h at
     H = 6, 0.457) and at least three of the four examples copied at the same position by a head of their own. With
     the absolute model's qk_gain 4 it stays at 0.454 (model/standard.py), so this fails if the bias is drowned."""
-    from dataclasses import replace
-
     from model.analysis import standard_head_summary
     from model.presets import preset_configs
     from model.training import eval_batch, train
