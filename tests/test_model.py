@@ -539,6 +539,10 @@ def test_the_deciding_standard_run_reads_relative_positions_from_scratch_at_a_st
         assert {"d": c.d, "H": c.H, "L": c.L} == scale and c.seed == 5
         assert (c.model, c.position, c.layer1_init) == ("standard", "relative", "mimetic") and c.K >= c.L
     assert STANDARD_QUICK_SCALE["L"] < fig2.L and STANDARD_QUICK_SCALE["H"] < fig2.H
+    # the claim's statement (reports/registry.py, a string: the registry does not import torch) names that scale
+    from reports.registry import get_claim
+
+    assert "d = {d}, H = {H}, L = {L}".format(**STANDARD_QUICK_SCALE) in get_claim("exp-robustness").statement
 
 
 def _reachable_extremes_by_permutations(x, y, band):

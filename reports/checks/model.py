@@ -1042,7 +1042,8 @@ def exp_robustness(ctx: CheckContext) -> CheckOutcome:
             "the standard transformer reads positions through a learned bias per layer-1 head over the (example, "
             "position) offset (relative positions, as T5 and Swin do; model/standard.py), our choice: with absolute "
             "position embeddings its heads piled onto a few recent examples; the quick tier trains it at a reduced "
-            "scale (d = 5, H = 6, L = 4) that two cores can afford, the full tier at the paper's fig2 setting",
+            "scale that two cores can afford (stated with each run above), the full tier at the paper's fig2 "
+            "setting",
             "a run whose layer 1 starts as the BMA copier (layer1_init='copy') is a diagnostic and never decides",
             "a deciding run with K ≥ L that ends no better than BMA reading the last ceil(L/2) examples fails its "
             "reading; one with K < L is under-provisioned and reads inconclusive",
