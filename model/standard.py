@@ -34,8 +34,11 @@ points of BMA:
   not in the repository) gave K = 20, width 80, 5,500 steps: 0.856 and 0.888; and with absolute positions (this
   class's defaults, lr 0.003) the same K = 20 run reached 0.678 vs 0.880 (3 of 10 examples covered).
 - reduced scale, the quick tier's run (``model.presets.standard_config``: d = 5, H = 6, L = 4, K = 16, width 64,
-  lr 0.01, batch 128, 600 steps, ~75 s on one core): S_0 0.770 vs BMA 0.800 (L_pa +0.092, not converged), S_1
-  0.856 vs 0.861 (+0.040); the same values to the printed digits with ATEN_CPU_CAPABILITY=default|avx2|avx512.
+  lr 0.01, batch 128, 800 steps, the loss weighing example l by l^3 and a 0.99 weight average, ~90 s on one core):
+  S_0 0.789 vs BMA 0.800 (L_pa +0.036), S_1 0.856 vs 0.861 (+0.031), S_2 0.815 vs 0.830 (+0.054, not converged).
+  With the plain loss and 600 steps (the preset before): S_0 0.770 (+0.092), S_1 0.856 (+0.040), the same values
+  to the printed digits with ATEN_CPU_CAPABILITY=default|avx2|avx512. standard_config has the commands and what
+  else was tried.
 - reduced scale, 1500 steps (``PYTHONPATH=. .venv/bin/python docs/probes/standard_relative.py "" 1 --heads``, seed
   1, one thread, ~0.11 s a step): 0.679 vs BMA 0.714 (L_pa +0.079; offset 3 uncovered). Not better, same command
   with overrides: width=128 0.670, ex_delay=300 (example biases held) 0.676, query_only=1 (the query example's
@@ -271,19 +274,29 @@ class StandardTransformer(TwoLayerModel):
         context, query = self._tokens(context, query)
         return self._examples(context, query, all_examples=True)
 
-    def loss(self, context, query) -> torch.Tensor:
-        """Mean of −log f(x^l_h) over every example l = 1..L+1, positions h >= 1 and the batch (nats per token).
+    def loss(self, context, query, *, example_weight_power: float = 0.0) -> torch.Tensor:
+        """−log f(x^l_h) over every example l = 1..L+1, positions h >= 1 and the batch (nats per token): the mean
+        over positions and batch of example l, weighted by l^p / Σ_l' l'^p (p = ``example_weight_power``).
 
-        The standard language-model objective (the training objective of this model): example l is predicted from
+        p = 0 is the standard language-model objective (the mean over every term): example l is predicted from
         the examples before it, exactly as the query is from the context; example 2 read from example 1 alone is an
-        easy, strong signal for "copy the same position of an earlier example". Evaluation (``forward``, query
-        loss, A^(2)) reads the query only.
+        easy, strong signal for "copy the same position of an earlier example". p > 0 leans the objective to the
+        later examples: an example offset of L exists only in the query example's terms (1 / (L+1) of the plain
+        objective), so the heads that must copy the oldest example get little of its gradient (model.presets.
+        standard_config records what p = 3 changed). Evaluation (``forward``, query loss, A^(2)) reads the query
+        only.
         """
+        if isinstance(example_weight_power, bool) or not example_weight_power >= 0:
+            raise ValueError(f"example_weight_power must be a number >= 0, got {example_weight_power!r}")
         log_probs = self.example_log_probs(context, query)[1]  # (B, L+1, H, d)
         context, query = self._tokens(context, query)
         tokens = torch.cat([context, query[:, None, :]], dim=1)  # (B, L+1, H)
-        picked = log_probs.gather(-1, tokens[..., None])[..., 0]  # (B, L+1, H)
-        return -picked[..., 1:].mean()
+        picked = log_probs.gather(-1, tokens[..., None])[..., 0][..., 1:]  # (B, L+1, H-1)
+        if example_weight_power == 0:
+            return -picked.mean()
+        weights = torch.arange(1, picked.shape[1] + 1, dtype=picked.dtype, device=picked.device)
+        weights = weights ** example_weight_power
+        return -(picked.mean(dim=(0, 2)) * (weights / weights.sum())).sum()
 
     def _examples(self, context: torch.Tensor, query: torch.Tensor, *, all_examples: bool
                   ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -62,6 +62,8 @@ class TrainConfig:
     w_L_delay: int = 0  # steps during which the weights that say which example a layer-1 head reads stay at their
     # initial values while the rest learns: the structured copier's w_L (see the fig2 preset), the standard model's
     # example-offset biases with relative positions (rel_example); no effect on other models
+    example_weight_power: float = 0.0  # standard transformer only: the loss weighs example l by l^p
+    # (StandardTransformer.loss; 0: the plain language-model objective, every term alike)
     warmup: int = 50
     ema: float = 0.0  # decay of an exponential moving average of the weights; when > 0 the average, not the last
     # iterate, is what is evaluated, returned and checkpointed as the model (0: the last iterate)
@@ -106,6 +108,12 @@ class TrainConfig:
             raise ValueError("offset_range applies to the structured model only")
         if self.selector_weight_decay is not None and not self.selector_weight_decay >= 0:
             raise ValueError(f"selector_weight_decay must be >= 0 or None, got {self.selector_weight_decay!r}")
+        if isinstance(self.example_weight_power, bool) or not (isinstance(self.example_weight_power, (int, float))
+                                                                and self.example_weight_power >= 0):
+            raise ValueError(f"example_weight_power must be a number >= 0, got {self.example_weight_power!r}")
+        if self.example_weight_power and self.model != "standard":
+            raise ValueError(f"example_weight_power applies to the standard transformer only (its all-examples "
+                             f"loss), got {self.example_weight_power!r} for model {self.model!r}")
         if not 0 <= self.ema < 1:
             raise ValueError(f"ema must be a decay in [0, 1) (0: no weight average), got {self.ema!r}")
         resolve_device(self.device)
@@ -342,7 +350,8 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
         query = torch.from_numpy(batch.query).to(device)  # (B, H)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step) * group["lr_scale"] * (step >= group["start"])
-        loss = model.loss(context, query)
+        loss = (model.loss(context, query, example_weight_power=config.example_weight_power)
+                if config.example_weight_power else model.loss(context, query))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
