@@ -104,9 +104,10 @@ def standard_config(quick: bool, base: dict) -> TrainConfig:
       ``example_weight_power=0`` (the weight average alone) +0.093.
     - not adopted (600 steps, R = 0 unless named): lr 0.02 +0.133, lr 0.03 +0.220 (both with the plain loss); layer
       2's W_Q and W_K at 3x the learning rate (third argument ``lr_scale={'q2': 3, 'k2': 3}``) +0.065 with the plain
-      loss, +0.043 with power 3 and the average, but R = 2 then saturates its selector (+5.1); at 10x every run
-      saturates (+340); W_Q and W_K of layer 2 drawn 3x larger (``qk2_gain=3``, plain loss) +5.8; on R = 2 with power 3 and the
-      average: power 5 +0.054, the example-offset biases at 3x the learning rate +0.059, drawn 1.5x larger +0.058.
+      loss, +0.043 with power 3 and the average, but R = 2 then saturates its selector (+5.1); at 10x the run
+      saturates (+340); W_Q and W_K of layer 2 drawn 3x larger (``qk2_gain=3``, plain loss) +5.8; on R = 2 with
+      power 3 and the average: power 5 +0.054, the example-offset biases at 3x the learning rate +0.059, drawn 1.5x
+      larger (``rel_example_gain=1.5``) +0.058.
     Earlier, with the plain loss (``train(replace(preset_configs("robustness", tier="quick", seed=S)["standard"],
     example_weight_power=0, ema=0, steps=600, ...))``): lr 0.005 +0.082, lr 0.003 +0.090, K = 8 at width 32 +0.161.
     The full tier's run (fig2's setting) takes the same objective; it has not been run with it. With the plain loss, on

@@ -1,12 +1,16 @@
 """Probe (issue 13, not part of the package): exp-robustness's full-tier standard run (the paper's fig2 setting,
 relative positions; ``model.presets.standard_config``) and variants of it, on a GPU, in parallel processes.
 
-    PYTHONPATH=. python docs/probes/gpu_standard.py SECONDS OUT_DIR
+    PYTHONPATH=. python docs/probes/gpu_standard.py SECONDS OUT_DIR [plain|weighted]
 
 Every variant is ``train(replace(preset_configs("robustness", tier="full", seed=S, device="cuda")["standard"],
 **changes))`` for the training seeds S of report seeds 0 and 1 (``CheckContext(seed=R).seed_for("model:robustness")``),
 run in chunks of 1000 steps (``stop_at``/``resume``; a resumed run is exact); after each chunk a JSON line goes to
 OUT_DIR/results.jsonl. No chunk starts after SECONDS. PROBE_DEVICE=cpu runs it without a GPU.
+
+Variant sets: ``plain`` (the four measured, model/standard.py's docstring has their numbers: the plain language-model
+objective, no weight average unless named) and ``weighted`` (the default; not yet run: the preset as it is, with
+its loss weighing example l by l^3 and a 0.99 weight average, and three changes to it).
 """
 from __future__ import annotations
 
@@ -20,9 +24,14 @@ from pathlib import Path
 
 SEEDS = {0: 8965275259091543233, 1: 1962963093274989103}
 K32 = {"K": 32, "width": 128}
-# measured with these four (model/standard.py's docstring has the numbers), each on both seeds: 8 processes
-VARIANTS = {"K32": K32, "delay500": K32 | {"w_L_delay": 500}, "K40": {"K": 40, "width": 160},
-            "ema": K32 | {"ema": 0.99}}
+PLAIN = {"example_weight_power": 0.0, "ema": 0.0}  # the objective these four were measured with
+# each variant on both seeds: 8 processes
+VARIANT_SETS = {
+    "plain": {"K32": PLAIN | K32, "delay500": PLAIN | K32 | {"w_L_delay": 500},
+              "K40": PLAIN | {"K": 40, "width": 160}, "ema": PLAIN | K32 | {"ema": 0.99}},
+    "weighted": {"preset": {}, "power2": {"example_weight_power": 2.0}, "K48": {"K": 48, "width": 192},
+                 "steps8000": {"steps": 8000}},
+}
 
 
 def one(args):
@@ -58,8 +67,9 @@ def one(args):
 
 if __name__ == "__main__":
     seconds, out = float(sys.argv[1]), sys.argv[2]
+    variants = VARIANT_SETS[sys.argv[3] if len(sys.argv) > 3 else "weighted"]
     Path(out).mkdir(parents=True, exist_ok=True)
-    jobs = [(label, r, changes, seconds, out) for label, changes in VARIANTS.items() for r in SEEDS]
+    jobs = [(label, r, changes, seconds, out) for label, changes in variants.items() for r in SEEDS]
     with mp.get_context("spawn").Pool(len(jobs)) as pool:
         for label in pool.imap_unordered(one, jobs):
             print("done", label, flush=True)

@@ -2,10 +2,11 @@
 seed of a report seed R (``CheckContext(seed=R).seed_for("model:robustness")``).
 
 Prints parent accuracy and L_pa against BMA's at the end, and the L_pa gap every 100 steps. TrainConfig fields are
-changed with the second argument; two changes that are not TrainConfig fields come as the third:
-``lr_scale={"q2": 3, "k2": 3}`` (the learning rate of every parameter whose name holds the key, times the value)
-and ``qk2_gain=3`` (layer 2's W_Q and W_K drawn that many times larger); ``heads=1`` prints each layer-1 head's
-mass per example offset (``model.analysis.standard_head_summary``).
+changed with the second argument; changes that are not TrainConfig fields come as the third:
+``lr_scale={"q2": 3, "k2": 3}`` (the learning rate of every parameter whose name holds the key, times the value),
+``qk2_gain=3`` (layer 2's W_Q and W_K drawn that many times larger) and ``rel_example_gain=1.5`` (the example-offset
+biases drawn that many times larger); ``heads=1`` prints each layer-1 head's mass per example offset
+(``model.analysis.standard_head_summary``).
 
     PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python docs/probes/standard_quick.py 0
     PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python docs/probes/standard_quick.py 2 "example_weight_power=0,ema=0" "heads=1"
@@ -34,6 +35,7 @@ def main(report_seed: int, changes: dict, extra: dict) -> None:
         with torch.no_grad():
             model.q2.weight.mul_(extra.get("qk2_gain", 1.0))
             model.k2.weight.mul_(extra.get("qk2_gain", 1.0))
+            model.rel_example.mul_(extra.get("rel_example_gain", 1.0))
         return model
 
     def groups_scaled(model, config):
