@@ -175,7 +175,7 @@ def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar) -> No
 
     groups = check_groups(work)
     fields = dict(tier=ctx.tier, seed=ctx.seed, figures_dir=ctx.figures_dir, quiet=True, options=ctx.options,
-                  jobs=1, backend="joblib")
+                  device=ctx.device, jobs=1, backend="joblib")
     done = ctx.cache.setdefault(("builder", "outcomes"), {})
     n_uses = {}
     for _, check in work:
@@ -256,12 +256,14 @@ def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = F
 
 def build_report(tier: str, out_dir, *, seed: int = 0, claims: Iterable[str] | None = None, force: bool = False,
                  quiet: bool = True, jobs: int = 1, backend: str = "joblib", scheduler: str | None = None,
-                 threads: int = 1) -> Path:
+                 threads: int = 1, device: str = "cpu") -> Path:
     """Build the verification report for ``tier`` into ``out_dir``; returns the folder.
 
     ``threads`` torch CPU threads are used for the whole report (and recorded in results.json): training is
     chaotic in floating-point noise, so the same seed gives the same numbers only with the same thread count, and
-    the command and this function default to the same value (1).
+    the command and this function default to the same value (1). ``device`` ("cpu" or "cuda", recorded too) is
+    where the paper-experiment presets train (exp-fig2 ... exp-robustness, as ``bma-verify check --device``); every
+    other check runs on the CPU.
 
     Every argument is checked before any check runs.
 
@@ -282,7 +284,7 @@ def build_report(tier: str, out_dir, *, seed: int = 0, claims: Iterable[str] | N
         raise FileExistsError(f"{out} already exists; pass --force (force=True) to replace it")
     # progress bars only on a terminal: a log file or CI gets none (the training loops inside checks too)
     ctx = CheckContext(tier=tier, seed=seed, quiet=quiet or not sys.stderr.isatty(), jobs=jobs, backend=backend,
-                       scheduler=scheduler)
+                       scheduler=scheduler, device=device)
     validate_executor(jobs=jobs, backend=backend, scheduler=scheduler)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
@@ -301,7 +303,7 @@ def build_report(tier: str, out_dir, *, seed: int = 0, claims: Iterable[str] | N
             "started": started.isoformat(timespec="seconds"), "seconds": round(time.perf_counter() - t0, 3),
             "environment": env,
             "config": {"tier": tier, "seed": seed, "claims": [c.id for c in selected], "jobs": jobs,
-                       "backend": backend, "threads": threads, "command": " ".join(sys.argv)},
+                       "backend": backend, "threads": threads, "device": device, "command": " ".join(sys.argv)},
             "claims": claim_records,
         }
         write_text_atomic(tmp / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")

@@ -90,9 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--instance", metavar="FILE", help="re-check a saved counterexample instance (JSON)")
     check.add_argument("--list", action="store_true", help="list the claim ids and their checks, run nothing")
     check.add_argument("--quiet", action="store_true")
-    check.add_argument("--device", choices=DEVICES, default="cpu",
-                       help="where the paper-experiment presets train (exp-fig2 ... exp-robustness; e.g. the full "
-                            "tier's standard transformer on a GPU); other checks use the CPU (default cpu)")
+    _device_arg(check)
     _threads_arg(check)
 
     train = sub.add_parser("train", help="train a model on a preset of the paper's experiments")
@@ -117,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--seed", type=int, default=0)
     report.add_argument("--quiet", action="store_true")
     report.add_argument("--claims", nargs="+", metavar="CLAIM", help="only these claims")
+    _device_arg(report)
     _threads_arg(report)
     _executor_args(report)
 
@@ -142,6 +141,12 @@ def _parser() -> argparse.ArgumentParser:
                              "else $XDG_CACHE_HOME/bma-verify, else ~/.cache/bma-verify")
     search.add_argument("--quiet", action="store_true", help="no progress or messages (with --json: JSON only)")
     return parser
+
+
+def _device_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", choices=DEVICES, default="cpu",
+                   help="where the paper-experiment presets train (exp-fig2 ... exp-robustness; e.g. the full tier's "
+                        "standard transformer on a GPU); other checks use the CPU (default cpu)")
 
 
 def _threads_arg(p: argparse.ArgumentParser) -> None:
@@ -327,7 +332,7 @@ def _report(args) -> int:
 
     out = build_report(args.tier, args.out, seed=args.seed, claims=args.claims, force=args.force,
                        quiet=args.quiet, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
-                       threads=args.threads)
+                       threads=args.threads, device=args.device)
     results = json.loads((out / "results.json").read_text())
     print(f"report written to {out}/REPORT.md (claims: {verdict_counts(c['verdict'] for c in results['claims'])})")
     # a report is written whatever the verdicts; only a check that raised makes the command fail

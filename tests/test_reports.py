@@ -1,5 +1,6 @@
 """The report machinery: verdict aggregation, atomic writes, --force, interruption, CLI, executor backends."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -58,6 +59,18 @@ def reproduction_fail_check(ctx):
 
 def crashing_check(ctx):
     raise RuntimeError("boom")
+
+
+def device_recording_check(ctx):
+    """Appends the context's device to the file $BMA_TEST_DEVICES (test_report_device_reaches_every_worker...;
+    a file, because the registry imports this module by name, which may not be the module pytest runs)."""
+    with open(os.environ["BMA_TEST_DEVICES"], "a") as f:
+        f.write(ctx.device + "\n")
+    return passing_check(ctx)
+
+
+def device_recording_check_2(ctx):  # a second function: --jobs runs each function once
+    return device_recording_check(ctx)
 
 
 def interrupting_check(ctx):
@@ -312,6 +325,41 @@ def test_a_citing_check_shows_the_cited_evidence_once(monkeypatch, tmp_path):
     assert len(calls) == 1  # run once
     cited = records[1]["checks"][0]
     assert cited["measured"] == {} and cited["verdict"] == "pass" and "src (exact)" in cited["summary"]
+
+
+def test_report_device_reaches_every_worker_and_is_recorded(tmp_path, monkeypatch):
+    # reference: the device of the context each check receives, serially and through --jobs' worker groups (run
+    # here in threads of this process, so that the CUDA stand-in holds in them too: torch.cuda.is_available is
+    # reported True and the stand-in checks train nothing). Without CUDA the device is refused before any check
+    # runs, by the function and by the command.
+    import concurrent.futures
+
+    import torch
+
+    class InProcess(concurrent.futures.ThreadPoolExecutor):
+        def __init__(self, max_workers, mp_context=None):
+            super().__init__(max_workers)
+
+    seen = tmp_path / "devices.txt"
+    monkeypatch.setenv("BMA_TEST_DEVICES", str(seen))
+    claims = (Claim("dev1", "paper", "s", (Check("exact", f"{T}:device_recording_check", "d"),)),
+              Claim("dev2", "paper", "s", (Check("exact", f"{T}:device_recording_check_2", "d"),)))
+    monkeypatch.setattr(builder, "CLAIMS", claims)
+    monkeypatch.setattr(builder, "get_claim", {c.id: c for c in claims}.__getitem__)
+    with monkeypatch.context() as m:
+        m.setattr(torch.cuda, "is_available", lambda: True)
+        m.setattr(torch.cuda, "get_device_name", lambda index: "stand-in")  # results.json's environment
+        m.setattr(concurrent.futures, "ProcessPoolExecutor", InProcess)
+        out = builder.build_report("quick", tmp_path / "serial", device="cuda")
+        assert json.loads((out / "results.json").read_text())["config"]["device"] == "cuda"
+        builder.build_report("quick", tmp_path / "jobs", jobs=2, device="cuda")
+        builder.build_report("quick", tmp_path / "default", jobs=2)
+    assert seen.read_text().split() == ["cuda"] * 4 + ["cpu"] * 2
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device"):
+            builder.build_report("quick", tmp_path / "refused", device="cuda")
+        assert cli.main(["report", "--out", str(tmp_path / "refused"), "--device", "cuda", "--quiet"]) == 2
+        assert not (tmp_path / "refused").exists()
 
 
 def test_bad_arguments_are_refused_before_any_check_runs(tmp_path, capsys, monkeypatch):
