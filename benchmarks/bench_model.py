@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from model.presets import preset_configs
-from model.training import build_model, run_kernel, step_batch, train
+from model.training import build_model, run_kernel, step_batch, train, training_loss
 
 
 class PlainAttentionModel(nn.Module):
@@ -99,7 +99,7 @@ def standard_step_cost(repeats: int = 5, tier: str = "full") -> dict:
         batch = step_batch(config, kernel, 0)
         context, query = torch.from_numpy(batch.context), torch.from_numpy(batch.query)
         model = build_model(config, torch.Generator().manual_seed(0))
-        return _step_seconds(_training_step(model, lambda: model.loss(context, query)), repeats)
+        return _step_seconds(_training_step(model, lambda: training_loss(model, config, context, query)), repeats)
 
     standard = preset_configs("robustness", tier=tier, device="cpu")["standard"]
     t_standard = seconds(standard)

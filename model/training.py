@@ -243,6 +243,15 @@ def learning_rate(config: TrainConfig, step: int) -> float:
     return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
 
+def training_loss(model: TwoLayerModel, config: TrainConfig, context: torch.Tensor, query: torch.Tensor
+                  ) -> torch.Tensor:
+    """The objective ``train`` minimises on a batch: ``model.loss``, with the standard transformer's example
+    weighting when ``config.example_weight_power`` is set."""
+    if config.example_weight_power:
+        return model.loss(context, query, example_weight_power=config.example_weight_power)
+    return model.loss(context, query)
+
+
 def param_groups(model: TwoLayerModel, config: TrainConfig) -> list[dict]:
     """AdamW groups: W_KQ at ``selector_lr_scale`` (and ``selector_weight_decay``); the structured copier's w_L and
     the relative standard model's rel_example from step ``w_L_delay`` on.
@@ -350,8 +359,7 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
         query = torch.from_numpy(batch.query).to(device)  # (B, H)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step) * group["lr_scale"] * (step >= group["start"])
-        loss = (model.loss(context, query, example_weight_power=config.example_weight_power)
-                if config.example_weight_power else model.loss(context, query))
+        loss = training_loss(model, config, context, query)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
