@@ -399,6 +399,23 @@ def test_robustness_states_each_runs_scale_and_its_own_chance(monkeypatch):
     assert outcome.measured["construction"]["chance_parent_accuracy"] == pytest.approx(by_hand[6])
     assert "standard (d = 4, H = 4, L = 3, absolute positions, 4 heads" in outcome.summary
     assert f"{by_hand[4]:.3f} at H = 4" in outcome.summary and f"{by_hand[6]:.3f} at H = 6" in outcome.summary
+    assert not any("weighted by" in a for a in outcome.assumptions)  # the stand-in trains on the plain loss
+
+
+def test_robustness_names_a_weighted_objective_with_its_power(monkeypatch):
+    # a deciding run whose loss weighs the examples rests on that choice of ours: the assumption names the run, its
+    # power and its weight average, read from the run's own configuration (reference: the values set here)
+    from dataclasses import replace as dc_replace
+
+    runs = {"construction": _stand_in_run(L=5, H=6, construction=True),
+            "standard": _stand_in_run(L=3, H=4, model_kind="standard", K=4)}
+    runs["standard"] = dc_replace(runs["standard"], config=dc_replace(runs["standard"].config,
+                                                                      example_weight_power=2.5, ema=0.9))
+    _patch_runs(monkeypatch, {"robustness": runs})
+    outcome = checks.exp_robustness(CheckContext(tier="quick", seed=0))
+    named = [a for a in outcome.assumptions if "weighted by" in a]
+    assert len(named) == 1 and named[0].startswith("standard trains") and "l^2.5" in named[0]
+    assert "0.9 moving average" in named[0]
 
 
 @pytest.mark.slow

@@ -956,6 +956,18 @@ def _scale_text(config) -> str:
     return f"d = {config.d}, H = {config.H}, L = {config.L}{position}"
 
 
+def _objective_assumptions(runs: dict, labels) -> list[str]:
+    """The training objective of each deciding run whose loss weighs the examples (``example_weight_power``), a
+    choice of ours that the claim's result rests on, named with the value each run used."""
+    return [f"{label} trains on the language-model loss of every example with example l weighted by l^"
+            f"{runs[label].config.example_weight_power:g} (our choice: an example offset of L exists only in the "
+            "query example's terms, and the plain objective, every example alike, left the oldest example the "
+            "worst copied and the report seed's quick run not converged; model.presets.standard_config)"
+            + (f", evaluated as a {runs[label].config.ema:g} moving average of its weights"
+               if runs[label].config.ema else "")
+            for label in labels if runs[label].config.example_weight_power]
+
+
 def exp_robustness(ctx: CheckContext) -> CheckOutcome:
     """Appendix G: absolute-PE and standard (FFN, pre-norm) transformers at the fig2 setting (the quick tier's
     standard run at a declared reduced scale)."""
@@ -1039,6 +1051,7 @@ def exp_robustness(ctx: CheckContext) -> CheckOutcome:
                                           f"K = {runs[label].config.K}, {runs[label].config.steps} steps)"
                                           for label in deciding)
             + "; each trained from a standard initialisation",
+            *_objective_assumptions(runs, deciding),
             "the standard transformer reads positions through a learned bias per layer-1 head over the (example, "
             "position) offset (relative positions, as T5 and Swin do; model/standard.py), our choice: with absolute "
             "position embeddings its heads piled onto a few recent examples; the quick tier trains it at a reduced "
