@@ -113,7 +113,9 @@ def standard_config(quick: bool, base: dict) -> TrainConfig:
     A step towards the paper's scale (``"H=5,L=8,K=32,width=128,steps=1000" "heads=1"``, R = 0, ~650 s): +0.070
     (0.900 vs BMA 0.922) with this objective, +0.074 (0.894) with the plain one; both cover every example with a
     head (the oldest, offset 8, by heads with 0.91-0.92 of their mass on it), neither has converged, and the
-    weighted run was ahead early (+0.149 vs +0.198 at step 200) more than at the end.
+    weighted run was ahead early (+0.149 vs +0.198 at step 200) more than at the end. At 2000 steps
+    (``steps=2000``, ~1400 s): +0.065 (0.901 vs 0.922) and +0.069 (0.899): twice the steps moved each by 0.005, a
+    plateau above the 0.05 line that neither more steps nor this objective removes at that scale.
     The full tier's run (fig2's setting) takes the same objective; it has not been run with it. With the plain loss, on
     a GPU at step 3000 of its 5000 (the device time ran out there): 0.845 vs 0.880 and 0.920 vs 0.939 on R = 0, 1,
     the oldest example uncovered on both; K = 32 at width 128 did worse (0.824, 0.902). With absolute positions the
