@@ -29,8 +29,8 @@ points of BMA:
   step 3000 of a 5000-step schedule (``docs/probes/gpu_standard.py 240 OUT plain``, variant K40): parent accuracy
   0.845 vs BMA 0.880 (S_0, L_pa +0.095), 0.920 vs 0.939 (S_1, +0.064), offset 10 (the oldest example)
   uncovered on both; K = 32 at width 128: 0.824 and 0.902 (offsets 9-10 and 7, 10 uncovered), with its example
-  biases held for 500 steps 0.847 and 0.902, with a 0.99 weight average 0.829 and 0.905. Eight runs shared one H200 (3000 steps in ~270 s each). An earlier
-  version of the probe (the same model as a subclass of the absolute one, other initial draws, fixed time budget;
+  biases held for 500 steps 0.847 and 0.902, with a 0.99 weight average 0.829 and 0.905. Eight runs shared one
+  H200 (3000 steps in ~270 s each). An earlier version of the probe (the same model as a subclass of the absolute one, other initial draws, fixed time budget;
   not in the repository) gave K = 20, width 80, 5,500 steps: 0.856 and 0.888; and with absolute positions (this
   class's defaults, lr 0.003) the same K = 20 run reached 0.678 vs 0.880 (3 of 10 examples covered).
 - reduced scale, the quick tier's run (``model.presets.standard_config``: d = 5, H = 6, L = 4, K = 16, width 64,
