@@ -30,9 +30,10 @@ points of BMA:
   0.845 vs BMA 0.880 (S_0, L_pa +0.095), 0.920 vs 0.939 (S_1, +0.064), offset 10 (the oldest example)
   uncovered on both; K = 32 at width 128: 0.824 and 0.902 (offsets 9-10 and 7, 10 uncovered), with its example
   biases held for 500 steps 0.847 and 0.902, with a 0.99 weight average 0.829 and 0.905. Eight runs shared one
-  H200 (3000 steps in ~270 s each). An earlier version of the probe (the same model as a subclass of the absolute one, other initial draws, fixed time budget;
-  not in the repository) gave K = 20, width 80, 5,500 steps: 0.856 and 0.888; and with absolute positions (this
-  class's defaults, lr 0.003) the same K = 20 run reached 0.678 vs 0.880 (3 of 10 examples covered).
+  H200 (3000 steps in ~270 s each). An earlier version of the probe (the same model as a subclass of the
+  absolute one, other initial draws, fixed time budget; not in the repository) gave K = 20, width 80, 5,500
+  steps: 0.856 and 0.888; and with absolute positions (this class's defaults, lr 0.003) the same K = 20 run
+  reached 0.678 vs 0.880 (3 of 10 examples covered).
 - reduced scale, the quick tier's run (``model.presets.standard_config``: d = 5, H = 6, L = 4, K = 16, width 64,
   lr 0.01, batch 128, 800 steps, the loss weighing example l by l^3 and a 0.99 weight average, ~90 s on one core):
   S_0 0.789 vs BMA 0.800 (L_pa +0.036), S_1 0.856 vs 0.861 (+0.031), S_2 0.815 vs 0.830 (+0.054, not converged).
