@@ -4,7 +4,7 @@ import os
 import pkgutil
 import sys
 
-import benchmarks
+from bma_verify import benchmarks
 
 
 def main(names=None) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 
 
 def _lemma3_rate(n_instances: int, compute_sdpi: bool) -> tuple[float, int, float]:
-    from numerics.claims import lemma3_sweep_chunk
+    from bma_verify.numerics.claims import lemma3_sweep_chunk
 
     start = time.perf_counter()
     result = lemma3_sweep_chunk(0, 0, n_instances, compute_sdpi=compute_sdpi)
@@ -26,7 +26,7 @@ def _dit_rate(n_pairs: int) -> float:
     """Pairs per second when the two mutual informations of each pair are computed by dit from the joints."""
     import dit
 
-    from numerics.claims import LEMMA3_RANGES, _item_rng, draw_instance, lemma3_pairs
+    from bma_verify.numerics.claims import LEMMA3_RANGES, _item_rng, draw_instance, lemma3_pairs
 
     joints = []
     index = 0
@@ -44,8 +44,8 @@ def _dit_rate(n_pairs: int) -> float:
 
 
 def main() -> None:
-    from numerics.gradient import init_gradient
-    from numerics.task import random_kernel, random_parents
+    from bma_verify.numerics.gradient import init_gradient
+    from bma_verify.numerics.task import random_kernel, random_parents
 
     rate, pairs, seconds = _lemma3_rate(2000, compute_sdpi=False)
     print(f"lemma3 sweep (vectorised candidates): {rate:,.0f} checks/s ({pairs} pairs in {seconds:.2f} s); "

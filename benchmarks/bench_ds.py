@@ -12,8 +12,8 @@ import numpy as np
 
 from benchmarks.timing import best_of
 
-from numerics.ds import ds_log_parent_posterior, ds_parent_posterior, random_orthogonal, sample_ds_task
-from numerics.ds_fit import fit_score
+from bma_verify.numerics.ds import ds_log_parent_posterior, ds_parent_posterior, random_orthogonal, sample_ds_task
+from bma_verify.numerics.ds_fit import fit_score
 
 
 def posterior_loop(A: np.ndarray, rho: float, context: np.ndarray) -> np.ndarray:
@@ -56,7 +56,7 @@ def main() -> None:
 
     import torch
 
-    from model.ds import SELECTORS, DSModel, DSModelConfig, training_batch
+    from bma_verify.model.ds import SELECTORS, DSModel, DSModelConfig, training_batch
 
     torch.set_num_threads(1)
     # The FFN selector: the default (SwiGLU on each copied example, issue 14) and the earlier variant (GELU MLP

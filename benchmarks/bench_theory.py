@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-import theory
-from reports.builder import run_claims
-from reports.core import CheckContext
-from reports.registry import CLAIMS
+from bma_verify import theory
+from bma_verify.reports.builder import run_claims
+from bma_verify.reports.core import CheckContext
+from bma_verify.reports.registry import CLAIMS
 
 BUDGET_S = 60.0
 

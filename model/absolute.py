@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model._common import (TwoLayerModel, causal_softmax, check_int_fields, check_output_rule,
+from bma_verify.model._common import (TwoLayerModel, causal_softmax, check_int_fields, check_output_rule,
                            output_log_probs)
 
 

@@ -14,12 +14,12 @@ import numpy as np
 import torch
 from scipy.stats import rankdata, spearmanr
 
-import numerics
-from model.construction import bma_construction
-from model.structured import StructuredTransformer
-from model.training import model_outputs
-from numerics.gradient import chi2_gain, init_gradient, init_gradient_samples
-from numerics.information import marginal
+from bma_verify import numerics
+from bma_verify.model.construction import bma_construction
+from bma_verify.model.structured import StructuredTransformer
+from bma_verify.model.training import model_outputs
+from bma_verify.numerics.gradient import chi2_gain, init_gradient, init_gradient_samples
+from bma_verify.numerics.information import marginal
 
 
 def row_shift(W, b) -> np.ndarray:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from model.structured import StructuredConfig, StructuredTransformer
-from numerics._validate import check_kernel
+from bma_verify.model.structured import StructuredConfig, StructuredTransformer
+from bma_verify.numerics._validate import check_kernel
 
 
 def bma_construction(kernel, L: int, beta: float, output: str = "mixture", *, max_H: int = 64,

@@ -37,8 +37,8 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
-from numerics._validate import check_positive_int, check_rng
-from numerics.dag import (_choice_counts, check_dag_kernels, dag_candidate_sets, dag_log_posterior,
+from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.dag import (_choice_counts, check_dag_kernels, dag_candidate_sets, dag_log_posterior,
                           dag_set_scores, encode_parent_values, sample_dag_task)
 
 FAMILIES = ("heads", "poe", "poe_slots", "simplicial")

@@ -37,11 +37,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model._common import train_steps
-from model.dag_families import mean_and_se, per_context_kl
-from model.pair_attention import PairAttentionConfig, PairAttentionTransformer
-from model.structured import StructuredTransformer
-from numerics.dag import (dag_bma_predictive, dag_candidate_sets, dag_parent_posterior, parent_set_index,
+from bma_verify.model._common import train_steps
+from bma_verify.model.dag_families import mean_and_se, per_context_kl
+from bma_verify.model.pair_attention import PairAttentionConfig, PairAttentionTransformer
+from bma_verify.model.structured import StructuredTransformer
+from bma_verify.numerics.dag import (dag_bma_predictive, dag_candidate_sets, dag_parent_posterior, parent_set_index,
                           random_dag_kernels, sample_dag_task)
 
 DAG_MODELS = ("pair", "heads")

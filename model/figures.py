@@ -15,9 +15,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-import numerics  # noqa: E402
-from model.analysis import softmax, copier_summary, effective_selector_matrices  # noqa: E402
-from model.training import model_outputs  # noqa: E402
+from bma_verify import numerics  # noqa: E402
+from bma_verify.model.analysis import softmax, copier_summary, effective_selector_matrices  # noqa: E402
+from bma_verify.model.training import model_outputs  # noqa: E402
 
 DPI = 150
 

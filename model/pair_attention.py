@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.structured import StructuredConfig, StructuredTransformer
-from numerics.dag import check_dag_kernels, dag_candidate_sets
+from bma_verify.model.structured import StructuredConfig, StructuredTransformer
+from bma_verify.numerics.dag import check_dag_kernels, dag_candidate_sets
 
 
 @dataclass
@@ -158,7 +158,7 @@ def construction_errors(kernels, context, query, betas, init=None, *, table=None
     """max |A − posterior| and max |f − BMA predictive| (rows h >= k) of :func:`pair_construction` at each β.
 
     Returns {"beta": [...], "posterior_error": [...], "predictive_error": [...]} (floats)."""
-    from numerics.dag import dag_bma_predictive, dag_parent_posterior
+    from bma_verify.numerics.dag import dag_bma_predictive, dag_parent_posterior
 
     kernels = check_dag_kernels(kernels)
     k = len(kernels)

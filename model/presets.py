@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from model import figures
-from model._common import prepare_run_dir, write_json_atomic
-from model.training import TrainConfig, TrainRun, eval_batch, train
+from bma_verify.model import figures
+from bma_verify.model._common import prepare_run_dir, write_json_atomic
+from bma_verify.model.training import TrainConfig, TrainRun, eval_batch, train
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "robustness")
 

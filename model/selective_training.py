@@ -35,11 +35,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from model._common import check_int_fields, train_steps
-from model.dag_families import mean_and_se
-from model.structured import StructuredConfig, StructuredTransformer
-from numerics.selective_induction import bayes_at_last, check_lags, sample_selective_induction, window_batch
-from numerics.task import random_kernel
+from bma_verify.model._common import check_int_fields, train_steps
+from bma_verify.model.dag_families import mean_and_se
+from bma_verify.model.structured import StructuredConfig, StructuredTransformer
+from bma_verify.numerics.selective_induction import bayes_at_last, check_lags, sample_selective_induction, window_batch
+from bma_verify.numerics.task import random_kernel
 
 
 #: Held-out sequences whose lag posterior and trained attention a run keeps for the check's figure.

@@ -106,7 +106,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model._common import TwoLayerModel, causal_softmax, check_int_fields
+from bma_verify.model._common import TwoLayerModel, causal_softmax, check_int_fields
 
 
 LAYER1_INITS = ("mimetic", "copy")

@@ -18,12 +18,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-import numerics
-from model._common import TwoLayerModel, check_output_rule, torch_save_atomic, write_json_atomic
-from model.absolute import AbsoluteConfig, AbsolutePETransformer
-from model.construction import bma_construction
-from model.standard import LAYER1_INITS, POSITIONS, StandardConfig, StandardTransformer
-from model.structured import StructuredConfig, StructuredTransformer
+from bma_verify import numerics
+from bma_verify.model._common import TwoLayerModel, check_output_rule, torch_save_atomic, write_json_atomic
+from bma_verify.model.absolute import AbsoluteConfig, AbsolutePETransformer
+from bma_verify.model.construction import bma_construction
+from bma_verify.model.standard import LAYER1_INITS, POSITIONS, StandardConfig, StandardTransformer
+from bma_verify.model.structured import StructuredConfig, StructuredTransformer
 
 MODEL_KINDS = ("structured", "absolute", "standard")
 

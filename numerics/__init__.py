@@ -1,12 +1,12 @@
 """Exact and Monte Carlo computation for the discrete task of SPEC.md (NumPy/SciPy; imports neither theory nor model)."""
-from numerics.bma import (bma_loss, causal_log_softmax, bma_parent_loss, bma_predictive, oracle_loss, parent_accuracy, parent_loss,
+from bma_verify.numerics.bma import (bma_loss, causal_log_softmax, bma_parent_loss, bma_predictive, oracle_loss, parent_accuracy, parent_loss,
                           parent_loss_by_context,
                           parent_posterior, query_loss, selector_attention, selector_scores)
-from numerics.contraction import chi2_contraction, doeblin_bound, kl_contraction
-from numerics.gradient import approximate_init_gradient, chi2_gain, init_gradient
-from numerics.information import (chi2_mutual_information, depths, dobrushin_coefficient, entropy,
+from bma_verify.numerics.contraction import chi2_contraction, doeblin_bound, kl_contraction
+from bma_verify.numerics.gradient import approximate_init_gradient, chi2_gain, init_gradient
+from bma_verify.numerics.information import (chi2_mutual_information, depths, dobrushin_coefficient, entropy,
                                   lowest_common_ancestor, marginal, mutual_information, pairwise_joint)
-from numerics.task import (TaskBatch, random_kernel, random_parents, sample_chains, sample_task,
+from bma_verify.numerics.task import (TaskBatch, random_kernel, random_parents, sample_chains, sample_task,
                            stationary_distribution)
 
 __all__ = [
@@ -19,15 +19,15 @@ __all__ = [
 ]
 
 # The k-parent DAG task (issue 15; ``ext-dag-*`` claims): k = 1 is the tree task above, bit for bit.
-from numerics.dag import (DagTaskBatch, check_dag_kernels, check_parent_sets, dag_bma_loss, dag_bma_predictive,
+from bma_verify.numerics.dag import (DagTaskBatch, check_dag_kernels, check_parent_sets, dag_bma_loss, dag_bma_predictive,
                           dag_candidate_counts, dag_candidate_sets, dag_log_posterior, dag_oracle_loss,
                           dag_parent_posterior, dag_set_scores, encode_parent_values, parent_set_index,
                           parent_sets_from_choices, random_dag_kernels, random_parent_sets, sample_dag_chains,
                           sample_dag_task)
-from numerics.dag_enumeration import (all_dags, brute_force_dag_joint, brute_force_dag_posterior,
+from bma_verify.numerics.dag_enumeration import (all_dags, brute_force_dag_joint, brute_force_dag_posterior,
                                       brute_force_dag_predictive, count_dags, dag_sequence_distribution,
                                       dag_sequence_log_likelihood)
-from numerics.dag_information import (DagLaw, dag_approximate_init_gradient, dag_chi2_gain, dag_init_gradient,
+from bma_verify.numerics.dag_information import (DagLaw, dag_approximate_init_gradient, dag_chi2_gain, dag_init_gradient,
                                       dag_joint_tensor, dag_lemma3_monte_carlo, dag_lemma3_sets, dag_lemma3_sweep,
                                       dag_lemma4_monte_carlo, dag_lemma4_terms, dag_set_joint,
                                       dag_thm3_check_position, dag_thm3_sweep, kernel_constants,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from numerics._validate import _finite_float_array, check_init, check_kernel, check_parents, check_tokens
-from numerics.task import stationary_distribution
+from bma_verify.numerics._validate import _finite_float_array, check_init, check_kernel, check_parents, check_tokens
+from bma_verify.numerics.task import stationary_distribution
 
 
 def _check_context(context, d: int) -> np.ndarray:

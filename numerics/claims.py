@@ -41,12 +41,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import rel_entr, xlogy
 
-from numerics._validate import check_init, check_joint, check_kernel, check_parents, check_positive_int
-from numerics.contraction import _dobrushin, _eta_chi2, kl_contraction_batch
-from numerics.estimators import mean_estimate, mutual_information_estimate, mutual_information_ratio_estimate
-from numerics.gradient import chi2_gain, init_gradient
-from numerics.information import chi2_mutual_information, mutual_information
-from numerics.task import random_kernel, random_parents, sample_chains, stationary_distribution
+from bma_verify.numerics._validate import check_init, check_joint, check_kernel, check_parents, check_positive_int
+from bma_verify.numerics.contraction import _dobrushin, _eta_chi2, kl_contraction_batch
+from bma_verify.numerics.estimators import mean_estimate, mutual_information_estimate, mutual_information_ratio_estimate
+from bma_verify.numerics.gradient import chi2_gain, init_gradient
+from bma_verify.numerics.information import chi2_mutual_information, mutual_information
+from bma_verify.numerics.task import random_kernel, random_parents, sample_chains, stationary_distribution
 
 #: Documented ranges of the random instances (SPEC §4 asks for d, H, ε over documented ranges).
 #: d and H uniform on the ranges; ε ~ U[0, 1/(2d)] (so π ≥ ε > 0 a.s.); Dirichlet concentration log-uniform
@@ -525,7 +525,7 @@ def thm3_check_position(kernel, parents, h: int, init=None) -> dict:
     :func:`argmax_status`). Identities (``thm3-init-gradient``): ``chi2_identity_error`` = |J(pa) − I_χ²(x_pa; x_h)|
     and ``j_identity_error`` = max |enumerated_approximate − (1/h) J|.
     """
-    from numerics.information import pairwise_joint
+    from bma_verify.numerics.information import pairwise_joint
 
     kernel = check_kernel(kernel, single=True)
     parents = check_parents(parents)
@@ -608,8 +608,8 @@ def thm3_monte_carlo(kernel, parents, h: int, n: int, *, rng, init=None, form: s
     dict: ``gradient`` and ``margins`` :class:`Estimate` ((h,) and (h-1,)), ``others`` (the h' of each margin),
     ``approximate`` (h,) the exact (1/h) J, ``parent``, ``claimed``.
     """
-    from numerics.gradient import approximate_init_gradient, init_gradient_samples
-    from numerics.information import marginal
+    from bma_verify.numerics.gradient import approximate_init_gradient, init_gradient_samples
+    from bma_verify.numerics.information import marginal
 
     kernel = check_kernel(kernel)
     parents = check_parents(parents)
@@ -705,7 +705,7 @@ def thm2_error_rates(seed, kernel, parents, Ls, n_blocks: int, init=None, chunk_
     dict: ``L`` (list), ``pairs`` (list of (h, h')), ``gap`` (P,), ``eps``, ``pair_rate`` / ``pair_low`` /
     ``pair_high`` / ``bound`` (len(L), P), ``argmax_rate`` (len(L), H), ``contexts``.
     """
-    from numerics.information import pairwise_joint
+    from bma_verify.numerics.information import pairwise_joint
 
     kernel = check_kernel(kernel)
     parents = check_parents(parents)
@@ -765,7 +765,7 @@ def lemma3_monte_carlo(kernel, parents, h: int, h_prime: int, n: int, *, rng, in
 def lemma4_monte_carlo(kernel, parents, h: int, h_prime: int, n: int, *, rng, init=None) -> dict:
     """Sample mean of log π(x_h|x_pa) − log π(x_h|x_{h'}) over n chains with its error, beside the exact gap
     (``lemma4-loglik-gap``)."""
-    from numerics.information import pairwise_joint
+    from bma_verify.numerics.information import pairwise_joint
 
     kernel = check_kernel(kernel)
     parents = check_parents(parents)
@@ -789,7 +789,7 @@ def prop1_shift_effects(W, a, b, context) -> dict:
     Returns the max absolute change of A for each (``prop1-invariance``: the first is 0 up to rounding; the
     second is not 0 in general, since Σ_l b[x^l_{h'}] depends on the key h').
     """
-    from numerics.bma import selector_attention
+    from bma_verify.numerics.bma import selector_attention
 
     W = np.asarray(W, dtype=np.float64)
     a = np.asarray(a, dtype=np.float64)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import rel_entr, xlogy
 
-from numerics._validate import check_kernel
+from bma_verify.numerics._validate import check_kernel
 
 _SUPPORT_TOL = 1e-300
 

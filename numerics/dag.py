@@ -47,9 +47,9 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
-from numerics._validate import (_finite_float_array, SUM_TOL, check_init, check_positive_int, check_rng,
+from bma_verify.numerics._validate import (_finite_float_array, SUM_TOL, check_init, check_positive_int, check_rng,
                                 check_tokens)
-from numerics.task import _draw_children, _draw_roots, _flat_cdf, random_kernel, stationary_distribution
+from bma_verify.numerics.task import _draw_children, _draw_roots, _flat_cdf, random_kernel, stationary_distribution
 
 #: Largest candidate list handled (C(H, k) sets): bounds the (..., L, H, C) score tensor.
 MAX_CANDIDATES = 20_000
@@ -490,6 +490,6 @@ def dag_oracle_loss(kernels, parent_sets, query) -> float:
 
 def dag_bma_loss(kernels, context, query, init=None) -> float:
     """Mean over h >= 1 (and batch) of −log P_BMA(x^{L+1}_h | context, prefix), in nats per token."""
-    from numerics.bma import query_loss
+    from bma_verify.numerics.bma import query_loss
 
     return query_loss(dag_bma_predictive(kernels, context, query, init), query)

@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
-from numerics._validate import check_positive_int, check_tokens
-from numerics.dag import _log_tables, _resolve_init, check_dag_kernels, check_parent_sets
-from numerics.enumeration import MAX_SEQUENCES, all_sequences
+from bma_verify.numerics._validate import check_positive_int, check_tokens
+from bma_verify.numerics.dag import _log_tables, _resolve_init, check_dag_kernels, check_parent_sets
+from bma_verify.numerics.enumeration import MAX_SEQUENCES, all_sequences
 
 #: Largest number of DAGs enumerated (Π_{h≥k} C(h, k)); e.g. k = 2, H = 6 gives 180.
 MAX_DAGS = 50_000

@@ -46,13 +46,13 @@ import math
 import numpy as np
 from scipy.special import rel_entr, xlogy
 
-from numerics._validate import check_positive_int, check_rng
-from numerics.dag import (_choice_counts, _resolve_init, check_dag_kernels, check_parent_sets, dag_candidate_sets,
+from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.dag import (_choice_counts, _resolve_init, check_dag_kernels, check_parent_sets, dag_candidate_sets,
                           encode_parent_values, random_dag_kernels, random_parent_sets, sample_dag_chains)
-from numerics.dag_enumeration import check_enumerable, dag_sequence_log_likelihood
-from numerics.enumeration import MAX_SEQUENCES, all_sequences
-from numerics.estimators import mean_estimate
-from numerics.information import chi2_mutual_information, mutual_information
+from bma_verify.numerics.dag_enumeration import check_enumerable, dag_sequence_log_likelihood
+from bma_verify.numerics.enumeration import MAX_SEQUENCES, all_sequences
+from bma_verify.numerics.estimators import mean_estimate
+from bma_verify.numerics.information import chi2_mutual_information, mutual_information
 
 #: Configurations x_0..x_h per block when summing the exact expected gradient (as ``numerics.gradient``).
 _BLOCK = 1 << 17
@@ -318,7 +318,7 @@ def dag_lemma3_monte_carlo(kernels, parent_sets, h: int, S, n: int, *, rng, init
     alphabet of d**k symbols. Returns ``mi_candidate``, ``mi_true``, ``ratio`` (:class:`Estimate`) and ``exact``
     (dict of floats: ``mi_candidate``, ``mi_true``, ``ratio``).
     """
-    from numerics.estimators import mutual_information_estimate, mutual_information_ratio_estimate
+    from bma_verify.numerics.estimators import mutual_information_estimate, mutual_information_ratio_estimate
 
     law, h, S, T, x, a, b = _sample_for_set(kernels, parent_sets, h, S, n, rng, init)
     D = law.d**law.k
@@ -342,7 +342,7 @@ def overlap_ratio_one_instance(d: int = 2, eps: float = 0.05, *, rng=None) -> di
     -------
     dict: ``kernels``, ``parent_sets``, ``h`` (3), ``S`` ((0, 2)), ``T`` ((0, 1)).
     """
-    from numerics.task import random_kernel
+    from bma_verify.numerics.task import random_kernel
 
     d = check_positive_int(d, "d", 2)
     if rng is None:

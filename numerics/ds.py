@@ -24,8 +24,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
-from numerics._validate import check_parents, check_positive_int, check_rng
-from numerics.bma import causal_log_softmax
+from bma_verify.numerics._validate import check_parents, check_positive_int, check_rng
+from bma_verify.numerics.bma import causal_log_softmax
 
 _LOG_2PI = math.log(2.0 * math.pi)
 

@@ -21,9 +21,9 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import log_softmax
 
-from numerics._validate import check_positive_int, check_rng
-from numerics.bma import causal_log_softmax
-from numerics.ds import (check_orthogonal, check_rho, check_vectors, ds_log_parent_posterior, ds_score_terms,
+from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.bma import causal_log_softmax
+from bma_verify.numerics.ds import (check_orthogonal, check_rho, check_vectors, ds_log_parent_posterior, ds_score_terms,
                          posterior_kl, sample_ds_task)
 
 
@@ -172,7 +172,7 @@ def score_gap_curve(A, rho, H: int, L_values, *, n_fit: int, n_eval: int, rng, k
     ``key_norm_coef``, ``converged``, ``n_iter``, ``bma_parent_loss`` (L_pa of the target posterior on the
     evaluation contexts), ``fit_parent_loss``.
     """
-    from numerics.bma import parent_loss  # L_pa is defined once, for every setting
+    from bma_verify.numerics.bma import parent_loss  # L_pa is defined once, for every setting
 
     A = check_orthogonal(A)
     rho = check_rho(rho)

@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_tokens
-from numerics.task import stationary_distribution
+from bma_verify.numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_tokens
+from bma_verify.numerics.task import stationary_distribution
 
 MAX_TREES = 40_320  # (H-1)! trees; 8! = 40320, i.e. H <= 9
 MAX_SEQUENCES = 2_000_000  # d^H sequences held in memory at once (int8 tokens, float64 weights)

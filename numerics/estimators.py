@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtri, xlogy
 
-from numerics._validate import check_positive_int, check_tokens
+from bma_verify.numerics._validate import check_positive_int, check_tokens
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_rng
-from numerics.enumeration import MAX_SEQUENCES, all_sequences, sequence_log_likelihood
-from numerics.estimators import mean_estimate
-from numerics.information import marginal, pairwise_joint
-from numerics.task import sample_chains
+from bma_verify.numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_rng
+from bma_verify.numerics.enumeration import MAX_SEQUENCES, all_sequences, sequence_log_likelihood
+from bma_verify.numerics.estimators import mean_estimate
+from bma_verify.numerics.information import marginal, pairwise_joint
+from bma_verify.numerics.task import sample_chains
 
 #: Configurations x_0..x_h per block when summing the exact expectation (bounds memory to ~100 MB).
 _BLOCK = 1 << 17

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import entr, rel_entr
 
-from numerics._validate import check_distribution, check_init, check_joint, check_kernel, check_parents
-from numerics.task import stationary_distribution
+from bma_verify.numerics._validate import check_distribution, check_init, check_joint, check_kernel, check_parents
+from bma_verify.numerics.task import stationary_distribution
 
 
 def depths(parents) -> np.ndarray:

@@ -100,7 +100,7 @@ def pytest_report_header(config) -> str | None:
 def bma_strategies():
     """The module :mod:`numerics.strategies` (``kernels``, ``parent_trees``, ``init_distributions``,
     ``joint_distributions``, ``contexts``, ``instances``), for use with ``hypothesis.given``."""
-    from numerics import strategies
+    from bma_verify.numerics import strategies
 
     return strategies
 
@@ -130,7 +130,7 @@ def _options(request, defaults: dict, fixture: str) -> dict:
 
 
 def _kernel(rng, d: int, alpha: float, min_eps: float) -> np.ndarray:
-    from numerics.task import random_kernel
+    from bma_verify.numerics.task import random_kernel
 
     return random_kernel(d, alpha=alpha, eps=min_eps, rng=rng)
 
@@ -153,7 +153,7 @@ def bma_instance(request, bma_rng):
     Options (indirect parametrisation): ``d`` (3), ``alpha`` (1.0), ``min_eps`` (0.01), ``H`` (5),
     ``stationary`` (False: a drawn law; True: None), ``min_mass`` (0.0: every entry of init >= min_mass).
     """
-    from numerics.task import random_parents
+    from bma_verify.numerics.task import random_parents
 
     opts = _options(request, INSTANCE_DEFAULTS, "bma_instance")
     kernel = _kernel(bma_rng, opts["d"], opts["alpha"], opts["min_eps"])

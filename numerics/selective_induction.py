@@ -30,9 +30,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from numerics._validate import check_init, check_kernel, check_positive_int, check_rng, check_tokens
-from numerics.bma import selector_scores
-from numerics.task import stationary_distribution
+from bma_verify.numerics._validate import check_init, check_kernel, check_positive_int, check_rng, check_tokens
+from bma_verify.numerics.bma import selector_scores
+from bma_verify.numerics.task import stationary_distribution
 
 
 def check_lags(lags) -> np.ndarray:

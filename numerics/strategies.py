@@ -3,7 +3,7 @@
 Use them in your own property tests::
 
     from hypothesis import given
-    from numerics import strategies as bst
+    from bma_verify.numerics import strategies as bst
 
     @given(bst.instances(min_eps=0.01))
     def test_something(instance):
@@ -136,7 +136,7 @@ def dag_parent_sets(draw, k: int, min_H: int | None = None, max_H: int = 6, H: i
     """
     from math import comb
 
-    from numerics.dag import parent_sets_from_choices
+    from bma_verify.numerics.dag import parent_sets_from_choices
 
     low = k + 1 if min_H is None else max(min_H, k + 1)
     H = draw(st.integers(low, max(low, max_H))) if H is None else H

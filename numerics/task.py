@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from numerics._validate import (check_init, check_kernel, check_parents, check_positive_int, check_rng)
+from bma_verify.numerics._validate import (check_init, check_kernel, check_parents, check_positive_int, check_rng)
 
 
 def random_kernel(d: int, *, alpha: float = 1.0, eps: float = 0.0, rng: np.random.Generator) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m reports.browser_check reports/latest/report.html     # needs chromium (apt-get install chromium)
+    python -m bma_verify.reports.browser_check reports/latest/report.html     # needs chromium (apt-get install chromium)
 
 Checks, in the page as the browser laid it out: every image has loaded (``complete`` and a natural width > 0),
 every formula is a rendered MathML element with a non-empty box, no raw LaTeX (``\\frac``, ``\\sum``, ...) is left in
@@ -98,7 +98,7 @@ def problems(seen: dict) -> list[str]:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m reports.browser_check REPORT.html", file=sys.stderr)
+        print("usage: python -m bma_verify.reports.browser_check REPORT.html", file=sys.stderr)
         return 2
     try:
         seen = inspect(Path(argv[0]))

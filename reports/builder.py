@@ -22,10 +22,10 @@ from typing import Iterable
 
 from tqdm.auto import tqdm
 
-from reports.core import (TIERS, CheckContext, CheckOutcome, Finding, finding_status, jsonable, settle,
+from bma_verify.reports.core import (TIERS, CheckContext, CheckOutcome, Finding, finding_status, jsonable, settle,
                           verdict_counts)
-from reports.executor import validate_executor
-from reports.registry import CLAIMS, Check, Claim, get_claim
+from bma_verify.reports.executor import validate_executor
+from bma_verify.reports.registry import CLAIMS, Check, Claim, get_claim
 
 
 def environment() -> dict:
@@ -125,7 +125,7 @@ def _run_one(check: Check, ctx: CheckContext) -> tuple[CheckOutcome | None, floa
 def _expected_seconds() -> dict[str, float]:
     """Seconds each check took in the committed reference report (quick tier): the order in which ``--jobs``
     hands out work, longest first (a check it lacks counts as 1 s)."""
-    from reports.regression import REFERENCE_DIR
+    from bma_verify.reports.regression import REFERENCE_DIR
 
     try:
         reference = json.loads((REFERENCE_DIR / "results.json").read_text())

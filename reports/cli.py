@@ -9,15 +9,15 @@ from pathlib import Path
 
 import numpy as np
 
-from reports.core import DEVICES, TIERS, CheckContext, jsonable, verdict_counts
-from reports.registry import CLAIM_IDS, CLAIMS, get_claim
+from bma_verify.reports.core import DEVICES, TIERS, CheckContext, jsonable, verdict_counts
+from bma_verify.reports.registry import CLAIM_IDS, CLAIMS, get_claim
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "ds", "robustness")
 
 
 def load_kernel(path) -> np.ndarray:
     """A user's kernel from .npy, .csv (comma-separated rows) or .json (a list of rows, or {"kernel": rows})."""
-    from numerics._validate import check_kernel
+    from bma_verify.numerics._validate import check_kernel
 
     path = Path(path)
     if not path.exists():
@@ -202,7 +202,7 @@ def _check(args) -> int:
     if args.device != "cpu" and (args.kernel or args.instance):
         raise ValueError("--device applies to claim checks that train, not to --kernel or --instance")
     if args.instance:
-        from reports.search import check_instance
+        from bma_verify.reports.search import check_instance
 
         instance = read_json(args.instance, "--instance")
         result = check_instance(instance)
@@ -217,7 +217,7 @@ def _check(args) -> int:
     if args.units != "nats":
         raise ValueError("--units applies with --kernel only (the report and results.json are in nats and say so)")
     options = {}
-    from reports.builder import run_claims
+    from bma_verify.reports.builder import run_claims
 
     with tempfile.TemporaryDirectory() as figures:
         ctx = CheckContext(tier=args.tier, seed=args.seed, figures_dir=Path(figures), quiet=args.quiet or args.json,
@@ -228,7 +228,7 @@ def _check(args) -> int:
                           "claims": records},
                          indent=2, ensure_ascii=False))
     else:
-        from reports.builder import finding_line, verdict_label
+        from bma_verify.reports.builder import finding_line, verdict_label
 
         print(f"{'claim':28s} {'kind':12s} {'reading':13s} {'verdict':13s} {'control':9s} {'seconds':>8s}  summary")
         for claim in records:
@@ -265,7 +265,7 @@ def _vector(text: str, option: str) -> np.ndarray:
 
 def _check_kernels(args) -> int:
     """``check --kernel``: the kernel claims on the user's kernel(s); the output is about those kernels only."""
-    from reports.kernel_report import (KERNEL_CLAIMS, check_kernel_claims, format_kernel_result, in_units,
+    from bma_verify.reports.kernel_report import (KERNEL_CLAIMS, check_kernel_claims, format_kernel_result, in_units,
                                        load_kernels, write_table)
 
     claims = args.claims or list(KERNEL_CLAIMS)
@@ -313,11 +313,11 @@ def _instance_line(result: dict) -> str:
 
 def _train(args) -> int:
     if args.preset == "ds":
-        from model.ds import train_ds_preset as run
+        from bma_verify.model.ds import train_ds_preset as run
         metrics = run(steps=args.steps, seed=args.seed, device=args.device, out=args.out, quiet=args.quiet,
                       resume=args.resume, force=args.force)
     else:
-        from model.presets import train_preset
+        from bma_verify.model.presets import train_preset
 
         metrics = train_preset(args.preset, steps=args.steps, seed=args.seed, device=args.device, out=args.out,
                                quiet=args.quiet, resume=args.resume, tier=args.tier, output=args.output,
@@ -328,7 +328,7 @@ def _train(args) -> int:
 
 
 def _report(args) -> int:
-    from reports.builder import build_report
+    from bma_verify.reports.builder import build_report
 
     out = build_report(args.tier, args.out, seed=args.seed, claims=args.claims, force=args.force,
                        quiet=args.quiet, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
@@ -343,7 +343,7 @@ def _search(args) -> int:
     import contextlib
     import math
 
-    from reports.search import default_cache_dir, run_search
+    from bma_verify.reports.search import default_cache_dir, run_search
 
     alpha = args.alpha
     if alpha is not None:
@@ -358,7 +358,7 @@ def _search(args) -> int:
                             init=args.init, form=args.form, cache_dir=cache_dir)
     messages = [result.get("message", "")]
     if args.out and result.get("instance") is not None:
-        from reports.builder import write_text_atomic
+        from bma_verify.reports.builder import write_text_atomic
 
         write_text_atomic(Path(args.out), json.dumps(result["instance"], indent=2) + "\n", overwrite=False)
         messages.append(f"instance written to {args.out}; re-check it with: bma-verify check --instance {args.out}")

@@ -232,7 +232,7 @@ class CheckContext:
 
     def map(self, fn, tasks, desc: str | None = None) -> list:
         """Run ``fn`` over ``tasks`` with the report's executor (see :mod:`reports.executor`), results in order."""
-        from reports.executor import map_tasks
+        from bma_verify.reports.executor import map_tasks
 
         return map_tasks(fn, tasks, jobs=self.jobs, backend=self.backend, scheduler=self.scheduler,
                          quiet=self.quiet, desc=desc)

@@ -37,7 +37,7 @@ CONSTRUCTION_TOLERANCE = 1e-6
 
 def kernel_facts(kernel: np.ndarray) -> dict:
     """ε = min π, d·ε, δ(π), the Doeblin bound 1 − d·min π and the stationary law of one kernel."""
-    from numerics import dobrushin_coefficient, doeblin_bound, stationary_distribution
+    from bma_verify.numerics import dobrushin_coefficient, doeblin_bound, stationary_distribution
 
     d = kernel.shape[0]
     eps = float(kernel.min())
@@ -47,7 +47,7 @@ def kernel_facts(kernel: np.ndarray) -> dict:
 
 
 def _trees(parents, trees: int, H: int, rng: np.random.Generator) -> list[np.ndarray]:
-    from numerics import random_parents
+    from bma_verify.numerics import random_parents
 
     if parents is not None:
         return [np.asarray(parents)]
@@ -55,7 +55,7 @@ def _trees(parents, trees: int, H: int, rng: np.random.Generator) -> list[np.nda
 
 
 def _lemma3_rows(kernel, trees, init) -> list[dict]:
-    from numerics.claims import lemma3_pairs, lemma4_terms
+    from bma_verify.numerics.claims import lemma3_pairs, lemma4_terms
 
     rows = []
     for t, parents in enumerate(trees):
@@ -76,8 +76,8 @@ def _lemma3_rows(kernel, trees, init) -> list[dict]:
 
 
 def _thm3_rows(kernel, trees, init) -> list[dict]:
-    from numerics.claims import argmax_status, thm3_check_position
-    from numerics.enumeration import MAX_SEQUENCES
+    from bma_verify.numerics.claims import argmax_status, thm3_check_position
+    from bma_verify.numerics.enumeration import MAX_SEQUENCES
 
     rows = []
     d = kernel.shape[0]
@@ -96,8 +96,8 @@ def _thm3_rows(kernel, trees, init) -> list[dict]:
 
 
 def _construction(kernel, rng, contexts: int = 32, L: int = 6, H: int = 8) -> dict:
-    import numerics
-    from model import analysis
+    from bma_verify import numerics
+    from bma_verify.model import analysis
 
     batch = numerics.sample_task(kernel, contexts, L, H, rng=rng)
     errors = analysis.construction_errors_vs_beta(kernel, batch.context, batch.query, [CONSTRUCTION_BETA])
@@ -119,7 +119,7 @@ def check_kernel_claims(kernel, *, claims=KERNEL_CLAIMS, init=None, parents=None
     arrays swept), per claim a ``verdict`` ("holds", "fails" or "not applicable" with ``why``), its ``rows`` and
     ``findings`` (stronger readings of ours), and ``summary`` (one row of the batch table).
     """
-    from numerics._validate import check_init, check_kernel, check_parents
+    from bma_verify.numerics._validate import check_init, check_kernel, check_parents
 
     kernel = check_kernel(kernel, single=True)
     unknown = [c for c in claims if c not in KERNEL_CLAIMS]
@@ -248,7 +248,7 @@ def in_units(result: dict, units: str) -> dict:
 
 def load_kernels(path) -> dict[str, np.ndarray]:
     """Kernels from one file (.npy, .csv, .json), a .npz with many, or a folder of such files, keyed by name."""
-    from reports.cli import load_kernel
+    from bma_verify.reports.cli import load_kernel
 
     path = Path(path)
     if path.is_dir():
@@ -263,7 +263,7 @@ def load_kernels(path) -> dict[str, np.ndarray]:
     if path.suffix.lower() == ".npz":
         if not path.is_file():
             raise ValueError(f"--kernel file {path} does not exist")
-        from numerics._validate import check_kernel
+        from bma_verify.numerics._validate import check_kernel
 
         with np.load(path, allow_pickle=False) as archive:
             return {name: check_kernel(archive[name], name=f"kernel {name!r} of --kernel {path}", single=True)
@@ -277,8 +277,8 @@ def write_table(rows: list[dict], out_dir, *, force: bool = False) -> list[Path]
     import io
     import json
 
-    from reports.builder import write_text_atomic
-    from reports.core import jsonable
+    from bma_verify.reports.builder import write_text_atomic
+    from bma_verify.reports.core import jsonable
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

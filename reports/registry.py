@@ -10,7 +10,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from reports.core import KINDS, READINGS
+from bma_verify.reports.core import KINDS, READINGS
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,8 @@ class Claim:
             raise ValueError(f"section must be one of {SECTIONS}, got {self.section!r}")
 
 
-S, N, M, D = "reports.checks.symbolic", "reports.checks.numeric", "reports.checks.model", "reports.checks.ds"
-X, F = "reports.checks.ext_dag", "reports.checks.ext_dag_families"
+S, N, M, D = "bma_verify.reports.checks.symbolic", "bma_verify.reports.checks.numeric", "bma_verify.reports.checks.model", "bma_verify.reports.checks.ds"
+X, F = "bma_verify.reports.checks.ext_dag", "bma_verify.reports.checks.ext_dag_families"
 
 CLAIMS: tuple[Claim, ...] = (
     Claim(
@@ -322,7 +322,7 @@ CLAIMS += (
           (Check("exact", f"{X}:footnote1_selective_induction",
                  "constructed vs Bayes-optimal predictive at every position, several lag sets; finding: dropping the μ "
                  "terms is not Bayes-optimal"),
-           Check("model", "reports.checks.selective:footnote1_selective_training",
+           Check("model", "bma_verify.reports.checks.selective:footnote1_selective_training",
                  "the tree task's structured model trained on the windows from a random initialisation: layer-2 "
                  "attention vs the lag posterior and prediction vs the Bayes-optimal predictive on held-out "
                  "sequences; control: the uniform-lag predictor (kernel known, lag not inferred)",

@@ -36,8 +36,8 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import target as hypothesis_target
 from hypothesis import strategies as st
 
-from numerics import strategies as bst
-from numerics.claims import (LEMMA3_CANDIDATES, TIE_ATOL, VIOLATION_RTOL, instance_record, lemma3_check_pair,
+from bma_verify.numerics import strategies as bst
+from bma_verify.numerics.claims import (LEMMA3_CANDIDATES, TIE_ATOL, VIOLATION_RTOL, instance_record, lemma3_check_pair,
                              lemma3_pairs, sdpi_coefficients, thm3_check_position)
 
 TARGETS = ("lemma3", "thm3")

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import numerics as nm
-from numerics import strategies as bst
+from bma_verify.numerics import strategies as bst
 from tests.enumeration import enumerated_parent_posterior, enumerated_predictive
 
 

@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import numerics as nm
-from numerics import strategies as bst
-from numerics.claims import (hoeffding_bound, lemma3_check_pair, lemma3_pairs, lemma3_sweep_chunk, lemma4_monte_carlo,
+from bma_verify.numerics import strategies as bst
+from bma_verify.numerics.claims import (hoeffding_bound, lemma3_check_pair, lemma3_pairs, lemma3_sweep_chunk, lemma4_monte_carlo,
                              lemma4_terms, merge_sweeps, prop1_shift_effects, thm2_error_rates, thm3_check_position,
                              thm3_sweep_chunk, wilson_interval)
-from numerics.enumeration import all_trees, brute_force_joint, brute_force_parent_posterior
+from bma_verify.numerics.enumeration import all_trees, brute_force_joint, brute_force_parent_posterior
 
 
 @given(bst.instances(min_d=2, max_d=3, min_H=3, max_H=6, min_eps=0.01))
@@ -118,7 +118,7 @@ def test_lemma4_left_side_is_the_difference_of_expected_log_likelihoods():
     rng = np.random.default_rng(4)
     kernel = nm.random_kernel(3, eps=0.05, rng=rng)
     parents = np.array([-1, 0, 0, 1])
-    from numerics.enumeration import sequence_distribution
+    from bma_verify.numerics.enumeration import sequence_distribution
 
     sequences, probabilities = sequence_distribution(kernel, parents)
     sequences = sequences.astype(np.int64)
@@ -205,7 +205,7 @@ def test_prop1_column_shift_is_invisible_and_row_shift_is_not():
 
 def test_histogram_puts_huge_ratios_in_the_last_bin_without_warnings():
     # near-zero-information kernels give ratio/α up to ~1e290 (α ~ 1e-300); the bin index must not overflow
-    from numerics.claims import HISTOGRAM_EDGES, SweepResult
+    from bma_verify.numerics.claims import HISTOGRAM_EDGES, SweepResult
 
     result = SweepResult("lemma3")
     result.histogram("ratio", np.array([0.0, 0.5, 1.19, 1e290, -3.0]))
@@ -215,7 +215,7 @@ def test_histogram_puts_huge_ratios_in_the_last_bin_without_warnings():
 
 
 def test_argmax_status_is_the_rule_for_the_parent_and_for_a_shuffled_label():
-    from numerics.claims import argmax_status
+    from bma_verify.numerics.claims import argmax_status
 
     assert argmax_status([0.1, 0.3, -0.4], 1) == ("holds", pytest.approx(0.2))
     assert argmax_status([0.1, 0.3, -0.4], 0)[0] == "violation"
@@ -241,7 +241,7 @@ def test_hoeffding_exponent_factor_is_the_bound_to_that_power():
 
 
 def test_thm3_monte_carlo_j_form_agrees_with_the_exact_j_and_a_claimed_label_moves_the_margins():
-    from numerics.claims import thm3_monte_carlo
+    from bma_verify.numerics.claims import thm3_monte_carlo
 
     rng = np.random.default_rng(3)
     kernel = nm.random_kernel(3, eps=0.05, rng=rng)
@@ -270,8 +270,8 @@ NUMERIC_CHECKS = ("bma_score_identity", "prop1_invariance", "lemma3_strict_dpi_e
 @pytest.fixture(scope="module")
 def quick_outcomes(tmp_path_factory):
     """Every numeric check once on the quick tier, seed 0 (the reference report's), sharing one context."""
-    from reports.checks import numeric
-    from reports.core import CheckContext
+    from bma_verify.reports.checks import numeric
+    from bma_verify.reports.core import CheckContext
 
     ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path_factory.mktemp("figures"))
     return {name: getattr(numeric, name)(ctx) for name in NUMERIC_CHECKS}
@@ -279,10 +279,10 @@ def quick_outcomes(tmp_path_factory):
 
 @pytest.mark.slow
 def test_the_registry_names_exactly_these_numeric_checks_with_their_readings():
-    from reports.registry import CLAIMS
+    from bma_verify.reports.registry import CLAIMS
 
     checks = {c.function.split(":")[1]: c.reading for claim in CLAIMS for c in claim.checks
-              if c.function.startswith("reports.checks.numeric:")}
+              if c.function.startswith("bma_verify.reports.checks.numeric:")}
     assert set(checks) == set(NUMERIC_CHECKS)
     assert {name for name, reading in checks.items() if reading == "stronger"} == {
         "lemma3_alpha_candidates", "thm3_init_gradient_exact_pibar"}
@@ -294,7 +294,7 @@ def test_every_numeric_check_rejects_its_control_in_the_quick_tier(quick_outcome
     # check's own rule must reject every one, and the as-stated checks pass with their controls rejected
     import json
 
-    from reports.core import jsonable, settle
+    from bma_verify.reports.core import jsonable, settle
 
     for name, outcome in quick_outcomes.items():
         json.dumps(jsonable({"measured": outcome.measured, "instance": outcome.instance,
@@ -311,7 +311,7 @@ def test_every_numeric_check_rejects_its_control_in_the_quick_tier(quick_outcome
 def test_alpha_candidates_refute_dobrushin_with_the_stored_chain_and_keep_doeblin(quick_outcomes):
     # δ(π) is refuted by the smallest stored instance (the chain x_0 → x_1 → x_2), replayable by check_instance;
     # the Doeblin bound holds on every sweep pair; η_KL of the pair's own channel is a consistency check, not a finding
-    from reports.search import KNOWN_COUNTEREXAMPLES, check_instance
+    from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES, check_instance
 
     outcome = quick_outcomes["lemma3_alpha_candidates"]
     dobrushin, doeblin, doeblin_ancestor, channel = outcome.findings
@@ -326,7 +326,7 @@ def test_alpha_candidates_refute_dobrushin_with_the_stored_chain_and_keep_doebli
 
 @pytest.mark.slow
 def test_pibar_form_holds_for_stationary_and_is_refuted_by_the_stored_non_stationary_chain(quick_outcomes):
-    from reports.search import check_instance
+    from bma_verify.reports.search import check_instance
 
     outcome = quick_outcomes["thm3_init_gradient_exact_pibar"]
     stationary, non_stationary = outcome.findings
@@ -369,7 +369,7 @@ SMALL = {"posterior_contexts": 8, "prop1_draws": 40, "lemma3_instances": 24, "le
 
 
 def _accepted_control_reads_not_discriminating(outcome):
-    from reports.core import settle
+    from bma_verify.reports.core import settle
 
     assert outcome.verdict == "pass", outcome.summary
     assert outcome.control is not None and not outcome.control.rejected
@@ -379,7 +379,7 @@ def _accepted_control_reads_not_discriminating(outcome):
 
 def _patch_accepted_control(monkeypatch, name, numeric):
     """Make check ``name``'s control pass, by changing its planted input (or, for prop1, its rule)."""
-    import numerics.claims as claims_module
+    import bma_verify.numerics.claims as claims_module
 
     if name == "bma_score_identity":  # the "transposed" posterior is the real one
         monkeypatch.setattr(numeric, "selector_attention", lambda W, context: nm.parent_posterior(np.exp(W.T), context))
@@ -429,8 +429,8 @@ def _patch_accepted_control(monkeypatch, name, numeric):
 def test_an_accepted_control_makes_a_pass_not_discriminating(monkeypatch, tmp_path, name):
     # compared against reports.core.settle: the same check, its control made to pass (planted input replaced by
     # a true one, or the rule loosened), must read inconclusive "not discriminating" instead of pass
-    from reports.checks import numeric
-    from reports.core import CheckContext
+    from bma_verify.reports.checks import numeric
+    from bma_verify.reports.core import CheckContext
 
     monkeypatch.setitem(numeric.SIZES, "quick", SMALL)
     _patch_accepted_control(monkeypatch, name, numeric)

@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from model._common import prepare_run_dir
-from reports import cli
-from reports.search import KNOWN_COUNTEREXAMPLES
+from bma_verify.model._common import prepare_run_dir
+from bma_verify.reports import cli
+from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
 
 
 def test_train_refuses_an_existing_run_unless_resume_or_force(tmp_path, capsys):

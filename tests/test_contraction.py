@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from scipy.special import rel_entr
 
 import numerics as nm
-from numerics import strategies as bst
-from numerics.contraction import (chi2_contraction, dobrushin_coefficients, doeblin_bound, kl_contraction,
+from bma_verify.numerics import strategies as bst
+from bma_verify.numerics.contraction import (chi2_contraction, dobrushin_coefficients, doeblin_bound, kl_contraction,
                                   kl_contraction_batch)
 
 

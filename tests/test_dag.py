@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import numerics as nm
-from numerics import strategies as bst
-from numerics.dag import _choice_counts
+from bma_verify.numerics import strategies as bst
+from bma_verify.numerics.dag import _choice_counts
 
 
 def _instance(seed, d=3, k=2, H=5, L=4, eps=0.03, stationary=True):

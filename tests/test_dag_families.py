@@ -11,12 +11,12 @@ import json
 import numpy as np
 import pytest
 
-import model.dag_families as M
-import reports.checks.ext_dag_families as E
-from numerics.dag import random_dag_kernels, sample_dag_task
-from numerics.bma import parent_posterior
-from numerics.task import random_kernel, sample_task
-from reports.core import CheckContext, jsonable, settle
+import bma_verify.model.dag_families as M
+import bma_verify.reports.checks.ext_dag_families as E
+from bma_verify.numerics.dag import random_dag_kernels, sample_dag_task
+from bma_verify.numerics.bma import parent_posterior
+from bma_verify.numerics.task import random_kernel, sample_task
+from bma_verify.reports.core import CheckContext, jsonable, settle
 
 
 def _task(k, L=3, n=60, seed=0, d=3, H=5):

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 
 import numerics as nm
-from numerics import strategies as bst
-from numerics.dag_information import LEMMA3_SET_CANDIDATES, kernel_constants
-from theory.dag import (derive_dag_lemma4, derive_dag_thm3, dropped_kl_term, dropped_minus_one, perturb_dag_lemma4,
+from bma_verify.numerics import strategies as bst
+from bma_verify.numerics.dag_information import LEMMA3_SET_CANDIDATES, kernel_constants
+from bma_verify.theory.dag import (derive_dag_lemma4, derive_dag_thm3, dropped_kl_term, dropped_minus_one, perturb_dag_lemma4,
                         perturb_dag_thm3, verify_dag_lemma4, verify_dag_thm3)
 
 #: A Monte Carlo estimate agrees with an exact value when |estimate − exact| <= Z · stderr.
@@ -384,7 +384,7 @@ def test_bad_arguments_of_the_information_functions_raise_value_errors_naming_th
 def test_construction_derivation_holds_and_the_transposed_table_breaks_it():
     # Reference: the residuals of theory.dag.derive_dag_construction (exactly 0 for T = log π_2; the posterior
     # residuals not 0 when T reads the parents in the wrong order; the slope identity holds for any T).
-    from theory.dag import derive_dag_construction, transposed_log_table
+    from bma_verify.theory.dag import derive_dag_construction, transposed_log_table
 
     real = derive_dag_construction()
     assert real.identities_hold

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-import reports.checks.ext_dag_families as E
-from model.dag_training import DagTrainConfig, build_dag_model, run_kernels, train_dag
-from numerics.dag import sample_dag_task
-from reports.core import CheckContext, settle
+import bma_verify.reports.checks.ext_dag_families as E
+from bma_verify.model.dag_training import DagTrainConfig, build_dag_model, run_kernels, train_dag
+from bma_verify.numerics.dag import sample_dag_task
+from bma_verify.reports.core import CheckContext, settle
 
 
 @pytest.mark.parametrize("name", ["pair", "heads"])

@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-import numerics.ds_fit
-from model.ds import DSModel
-from numerics.ds import ds_log_parent_posterior
-from numerics.ds_fit import bilinear_only_log_posterior
-from reports.checks import ds
-from reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, jsonable, settle
+import bma_verify.numerics.ds_fit as ds_fit_module
+from bma_verify.model.ds import DSModel
+from bma_verify.numerics.ds import ds_log_parent_posterior
+from bma_verify.numerics.ds_fit import bilinear_only_log_posterior
+from bma_verify.reports.checks import ds
+from bma_verify.reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, jsonable, settle
 
 # L' = 20 closes the curve: the fit at L' = 30 takes 3x the iterations (the gap there is at 1e-7 nats).
 SMALL = {"fit_L": (1, 3, 20), "key_norm_L": (1,), "n_fit": 400, "n_eval": 400, "steps": 200, "batch": 128,
@@ -58,7 +58,7 @@ def test_bilinear_fit_control_accepted_reads_not_discriminating(ctx, monkeypatch
 
 def test_bilinear_fit_check_catches_a_posterior_without_the_quadratic_term(ctx, monkeypatch):
     # If the exact posterior were bilinear, the best bilinear W would reach zero gap: the check must fail.
-    monkeypatch.setattr(numerics.ds_fit, "ds_log_parent_posterior", bilinear_only_log_posterior)
+    monkeypatch.setattr(ds_fit_module, "ds_log_parent_posterior", bilinear_only_log_posterior)
     out = ds.prop2_bilinear_fit(ctx)
     assert out.verdict == "fail", out.summary
     assert out.instance is not None and out.instance["positive_at_small_L"] == [False, False]

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.ds import (DSModel, DSModelConfig, TrainConfig, evaluate_ds_model, pad_context,
+from bma_verify.model.ds import (DSModel, DSModelConfig, TrainConfig, evaluate_ds_model, pad_context,
                       train_ds_models, train_ds_preset, training_batch)
-from numerics.ds import ds_bma_mean, ds_parent_posterior, random_orthogonal, sample_ds_task
-from numerics.ds_fit import exact_score_parameters
+from bma_verify.numerics.ds import ds_bma_mean, ds_parent_posterior, random_orthogonal, sample_ds_task
+from bma_verify.numerics.ds_fit import exact_score_parameters
 
 RHO = 0.5
 
@@ -152,7 +152,7 @@ def test_bad_configuration_and_input_are_rejected():
 def test_training_does_not_depend_on_torchs_global_rng(selector):
     # Reference: the same seeded run with torch's global generator in two different states; every weight must
     # come from the run's own generator (the FFN biases once did not, and reports differed between processes).
-    from model.ds import train_ds_models
+    from bma_verify.model.ds import train_ds_models
 
     A = random_orthogonal(3, rng=np.random.default_rng(0))
     cfg = DSModelConfig(d=3, H=4, L=3, selector=selector, copier="exact")
@@ -171,7 +171,7 @@ def test_swiglu_is_the_standard_gated_ffn_with_nothing_task_specific():
     # Reference: LLaMA's FFN written out, W_down(SiLU(W_gate u) ⊙ W_up u), three bias-free linear maps and no
     # buffer: nothing in it computes a norm. With its output zeroed, the FFN model's score is affine in a key's
     # copies (no key-only quadratic term): it has to learn the one Proposition 2 needs.
-    from model.ds import SwiGLU
+    from bma_verify.model.ds import SwiGLU
 
     ffn = SwiGLU(7, 16).double()
     assert sorted(n for n, _ in ffn.named_parameters()) == ["down.weight", "gate.weight", "up.weight"]

@@ -5,7 +5,7 @@ import pytest
 from scipy.stats import binom
 
 import numerics as nm
-from numerics.estimators import (chi2_mutual_information_estimate, empirical_joint, mean_estimate,
+from bma_verify.numerics.estimators import (chi2_mutual_information_estimate, empirical_joint, mean_estimate,
                                  mutual_information_estimate, mutual_information_ratio_estimate)
 
 #: A fixed joint law with I well above 1/n for the n used below (the delta-method regime).

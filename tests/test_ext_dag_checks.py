@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-import reports.checks.ext_dag as E
-from reports.core import CheckContext, jsonable, settle
+import bma_verify.reports.checks.ext_dag as E
+from bma_verify.reports.core import CheckContext, jsonable, settle
 
 
 @pytest.fixture()
@@ -86,7 +86,7 @@ def test_lemma4_symbolic_passes_and_rejects_the_dropped_kl_term(ctx):
 
 
 def test_lemma4_symbolic_is_not_discriminating_with_an_empty_perturbation(ctx, monkeypatch):
-    import theory.dag as T
+    import bma_verify.theory.dag as T
 
     monkeypatch.setattr(T, "dropped_kl_term", lambda results: {})
     outcome = E.ext_dag_lemma4_sets_symbolic(ctx)

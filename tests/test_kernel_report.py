@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import numerics as nm
-from reports import cli
-from reports.kernel_report import check_kernel_claims, load_kernels, write_table
-from reports.search import KNOWN_COUNTEREXAMPLES
+from bma_verify.reports import cli
+from bma_verify.reports.kernel_report import check_kernel_claims, load_kernels, write_table
+from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
 
 THM3_INSTANCE = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3")
 
@@ -137,7 +137,7 @@ def test_units_bits_scales_a_row_shared_with_a_finding_once():
     # (reference: the nat result divided by ln 2)
     import math
 
-    from reports.kernel_report import in_units
+    from bma_verify.reports.kernel_report import in_units
 
     known = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "lemma3" and len(i["parents"]) == 3)  # δ(π)
     nats = check_kernel_claims(known["kernel"], claims=("lemma3-strict-dpi",), parents=known["parents"],

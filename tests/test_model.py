@@ -13,17 +13,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import numerics
-from model import analysis
-from model.absolute import AbsoluteConfig, AbsolutePETransformer
-from model.construction import bma_construction
-from model.presets import preset_configs, train_preset
-from model.standard import StandardConfig, StandardTransformer
-from model.structured import StructuredConfig, StructuredTransformer
-from model.training import (TrainConfig, build_model, eval_batch, evaluate, learning_rate, run_kernel, train,
+from bma_verify import numerics
+from bma_verify.model import analysis
+from bma_verify.model.absolute import AbsoluteConfig, AbsolutePETransformer
+from bma_verify.model.construction import bma_construction
+from bma_verify.model.presets import preset_configs, train_preset
+from bma_verify.model.standard import StandardConfig, StandardTransformer
+from bma_verify.model.structured import StructuredConfig, StructuredTransformer
+from bma_verify.model.training import (TrainConfig, build_model, eval_batch, evaluate, learning_rate, run_kernel, train,
                             update_average)
-from numerics.enumeration import brute_force_parent_posterior
-from numerics.strategies import kernels
+from bma_verify.numerics.enumeration import brute_force_parent_posterior
+from bma_verify.numerics.strategies import kernels
 
 
 def _randomized(model: torch.nn.Module, seed: int) -> torch.nn.Module:
@@ -165,7 +165,7 @@ def test_mean_autograd_gradient_matches_exact_expectation_with_non_stationary_in
 
 def test_gradient_check_catches_a_planted_output_rule_bug(monkeypatch):
     # plant: the construction returns the logit rule, whose gradient is not the Theorem 3 closed form
-    import model.analysis as module
+    import bma_verify.model.analysis as module
     real = module.bma_construction
     monkeypatch.setattr(module, "bma_construction", lambda k, L, b, output="mixture", **kw: real(k, L, b, "logit", **kw))
     rng = np.random.default_rng(9)
@@ -341,7 +341,7 @@ def test_fig2s_recipe_reaches_fig5s_full_tier_only():
     # converge without them); the quick fig5 runs, fig6 and robustness keep the plain schedule they were measured with
     # (robustness's standard run: a 0.99 weight average with its late-example-weighted loss, model.presets.
     # standard_config, and no w_L delay or W_KQ decay)
-    from model.presets import FIG5_FULL_RECIPE
+    from bma_verify.model.presets import FIG5_FULL_RECIPE
 
     recipe = lambda c: {"w_L_delay": c.w_L_delay, "selector_weight_decay": c.selector_weight_decay, "ema": c.ema}
     plain = {"w_L_delay": 0, "selector_weight_decay": None, "ema": 0.0}
@@ -398,7 +398,7 @@ def test_position_applies_to_the_standard_transformer_only():
 def test_selector_weight_decay_applies_to_W_KQ_only():
     # the optimiser groups train() builds, read back by parameter name: W_KQ alone gets its own decay and lr scale,
     # w_L alone its delayed start; the others keep the optimiser's defaults
-    from model.training import param_groups
+    from bma_verify.model.training import param_groups
 
     model = build_model(TrainConfig(d=3, H=5, L=2, K=3))
     groups = param_groups(model, TrainConfig(d=3, H=5, L=2, K=3, weight_decay=0.01, selector_weight_decay=0.2,
@@ -459,7 +459,7 @@ def test_a_short_seeded_fig2_run_moves_the_loss_toward_bma():
 @pytest.mark.slow
 def test_quick_tier_fig2_run_reaches_bma_parent_loss():
     # what `make report` trains (report seed 0): L_pa within 0.02 nats of BMA's L_pa on the held-out contexts
-    from reports.core import CheckContext
+    from bma_verify.reports.core import CheckContext
 
     seed = CheckContext(seed=0).seed_for("model:fig2")
     run = train(preset_configs("fig2", tier="quick", seed=seed, device="cpu")["fig2"])
@@ -472,8 +472,8 @@ def test_test_L_rows_carry_standard_errors_over_contexts():
     # varies from context to context; the standard error is scipy's sem of the per-context values
     from scipy.stats import sem
 
-    import numerics
-    from model.training import evaluate_test_L, model_outputs
+    from bma_verify import numerics
+    from bma_verify.model.training import evaluate_test_L, model_outputs
 
     config = TrainConfig(d=3, H=5, L=2, K=2, eval_contexts=64, test_L=(3,), dtype="float64")
     kernel = run_kernel(config)
@@ -508,7 +508,7 @@ def test_fig5_reading_r2_offsets_never_seen_in_training_keep_their_initial_value
 
 
 def test_fig5_full_tier_runs_reading_r2_with_one_head_budget_and_the_whole_offset_table():
-    from model.presets import FIG5_R2_PREFIX, FIG5_TEST_L, FIG5_TRAIN_L, fig5_heads, fig5_readings
+    from bma_verify.model.presets import FIG5_R2_PREFIX, FIG5_TEST_L, FIG5_TRAIN_L, fig5_heads, fig5_readings
 
     full = preset_configs("fig5", tier="full")
     r2 = {k.removeprefix(FIG5_R2_PREFIX): c for k, c in full.items() if k.startswith(FIG5_R2_PREFIX)}
@@ -535,7 +535,7 @@ def test_the_copy_initialised_diagnostic_runs_at_the_full_tier_only():
 def test_the_deciding_standard_run_reads_relative_positions_from_scratch_at_a_stated_scale():
     # model.presets.standard_config: the quick tier at the declared reduced scale, the full tier at fig2's setting;
     # both from scratch (mimetic layer 1) with at least one layer-1 head per example (K >= L)
-    from model.presets import STANDARD_EXAMPLE_WEIGHT_POWER, STANDARD_QUICK_SCALE
+    from bma_verify.model.presets import STANDARD_EXAMPLE_WEIGHT_POWER, STANDARD_QUICK_SCALE
 
     fig2 = preset_configs("fig2", tier="full")["fig2"]
     for tier, scale in (("quick", STANDARD_QUICK_SCALE), ("full", {"d": fig2.d, "H": fig2.H, "L": fig2.L})):
@@ -545,7 +545,7 @@ def test_the_deciding_standard_run_reads_relative_positions_from_scratch_at_a_st
         assert c.example_weight_power == STANDARD_EXAMPLE_WEIGHT_POWER > 0  # the oldest example's terms (issue 13)
     assert STANDARD_QUICK_SCALE["L"] < fig2.L and STANDARD_QUICK_SCALE["H"] < fig2.H
     # the claim's statement (reports/registry.py, a string: the registry does not import torch) names that scale
-    from reports.registry import get_claim
+    from bma_verify.reports.registry import get_claim
 
     assert "d = {d}, H = {H}, L = {L}".format(**STANDARD_QUICK_SCALE) in get_claim("exp-robustness").statement
 

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 import torch
 
-import model.analysis
-import reports.checks.model as checks
-from model.analysis import chance_parent_accuracy
-from model.construction import bma_construction
-from model.training import (TrainConfig, TrainRun, bma_reference, eval_batch, evaluate, evaluate_test_L, run_kernel,
+import bma_verify.model.analysis as analysis_module
+import bma_verify.reports.checks.model as checks
+from bma_verify.model.analysis import chance_parent_accuracy
+from bma_verify.model.construction import bma_construction
+from bma_verify.model.training import (TrainConfig, TrainRun, bma_reference, eval_batch, evaluate, evaluate_test_L, run_kernel,
                             train)
-from reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, settle
+from bma_verify.reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, settle
 
 CONSTRUCTION_CHECKS = ["bma_score_identity", "thm1_construction", "thm1_construction_curves", "thm3_init_gradient"]
 
@@ -70,10 +70,10 @@ def _identity_shift(W, b):
 def test_a_construction_check_whose_control_is_accepted_is_not_discriminating(name, patch, monkeypatch):
     attr, value = patch
     if attr == "row_shift":
-        monkeypatch.setattr(model.analysis, "row_shift", value)
+        monkeypatch.setattr(analysis_module, "row_shift", value)
     elif attr == "_gradient_form":
-        right = model.analysis._gradient_form
-        monkeypatch.setattr(model.analysis, "_gradient_form",
+        right = analysis_module._gradient_form
+        monkeypatch.setattr(analysis_module, "_gradient_form",
                             lambda kernel, parents, h, init, tokens, form: right(kernel, parents, h, init, tokens,
                                                                                  "pibar"))
     else:
@@ -96,7 +96,7 @@ def _transposed_construction(kernel, L, beta, output="mixture", **kw):
 
 
 def test_construction_checks_catch_a_transposed_selector(monkeypatch):
-    monkeypatch.setattr(model.analysis, "bma_construction", _transposed_construction)
+    monkeypatch.setattr(analysis_module, "bma_construction", _transposed_construction)
     ctx = CheckContext(tier="quick", seed=0)
     assert checks.bma_score_identity(ctx).verdict == "fail"
     outcome = checks.thm1_construction(ctx)
@@ -114,7 +114,7 @@ def test_the_rate_fit_ignores_errors_at_rounding_level():
     x = np.arange(1.0, 41.0)
     errors = np.exp(-x)
     errors[errors < 1e-14] = 1e-15 * (1 + (x[errors < 1e-14] % 3))  # rounding noise, not e^{−x}
-    fit = model.analysis.exponential_rate(x, errors)
+    fit = analysis_module.exponential_rate(x, errors)
     assert fit["rate"] == pytest.approx(1.0, abs=1e-12)
     assert all(1e-10 < math.exp(-b) <= 1e-2 for b in fit["x_fitted"])
 
@@ -186,7 +186,7 @@ def test_fig2_control_is_bma_reading_half_the_examples(converged_fig2, monkeypat
     outcome = checks.exp_fig2_attention(CheckContext(tier="quick", seed=0))
     run = converged_fig2["fig2"]
     batch = eval_batch(run.config, run.kernel, 5)
-    import numerics
+    from bma_verify import numerics
     half = numerics.parent_posterior(run.kernel, batch.context[:, 2:])
     assert outcome.control.measured["examples"] == 3
     assert outcome.control.measured["parent_accuracy"] == pytest.approx(numerics.parent_accuracy(half, batch.parents))
@@ -236,8 +236,8 @@ def test_a_value_within_its_noise_band_is_not_decided():
 def test_fig3_reads_an_off_block_value_in_its_noise_band_as_inconclusive(converged_fig2, monkeypatch):
     # 0.238 (this host) and 0.277 (another) against 0.25: the same run cannot pass on one host and fail on another
     _patch_runs(monkeypatch, {"fig2": converged_fig2})
-    real = model.analysis.parameter_summary
-    monkeypatch.setattr(model.analysis, "parameter_summary",
+    real = analysis_module.parameter_summary
+    monkeypatch.setattr(analysis_module, "parameter_summary",
                         lambda m, k, L, H: real(m, k, L, H) | {"off_block_fraction": 0.238})
     outcome = checks.exp_fig3_parameters(CheckContext(tier="quick", seed=0))
     assert outcome.verdict == "inconclusive" and "noise" in outcome.reason
@@ -254,7 +254,7 @@ def test_fig6_passes_a_column_shifted_selector_and_rejects_a_row_shifted_one(mon
     assert outcome.measured["column_error"] < 1e-6 < outcome.measured["row_error"]
     assert outcome.verdict == "pass" and outcome.converged and outcome.control.rejected
     assert outcome.control.measured["column_error"] > checks.THRESHOLDS["quick"]["column_error"]
-    monkeypatch.setattr(model.analysis, "row_shift", _identity_shift)  # the control is then the trained W_tf
+    monkeypatch.setattr(analysis_module, "row_shift", _identity_shift)  # the control is then the trained W_tf
     outcome = checks.exp_fig6_column_alignment(CheckContext(tier="quick", seed=0))
     verdict, reason = settle(outcome)
     assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
@@ -285,16 +285,16 @@ def test_fig5_names_its_reading_and_rejects_an_ideal_reader_of_its_training_L(fi
 def test_fig5_reading_r3_is_bma_for_log_pi_and_its_column_shifts():
     # Reference: numerics.parent_posterior (BMA). R3 applies W_tf to exact copies, so W_tf = log π, or log π + 1aᵀ
     # (Prop. 1), gives BMA's L_pa at every L'; a row shift does not.
-    import numerics
+    from bma_verify import numerics
 
     rng = np.random.default_rng(0)
     kernel = numerics.random_kernel(4, eps=0.02, rng=rng)
     for L in (1, 3, 8):
         batch = numerics.sample_task(kernel, 50, L, 6, rng=rng)
         for W in (np.log(kernel), np.log(kernel) + rng.normal(size=4)[None, :]):
-            assert abs(model.analysis.selector_only_parent_loss(W, kernel, batch)["parent_loss_gap"]) < 1e-12
+            assert abs(analysis_module.selector_only_parent_loss(W, kernel, batch)["parent_loss_gap"]) < 1e-12
         shifted = np.log(kernel) + rng.normal(size=4)[:, None]
-        assert model.analysis.selector_only_parent_loss(shifted, kernel, batch)["parent_loss_gap"] > 1e-3
+        assert analysis_module.selector_only_parent_loss(shifted, kernel, batch)["parent_loss_gap"] > 1e-3
 
 
 def test_fig5_reports_each_reading(fig5_runs, monkeypatch):
@@ -435,7 +435,7 @@ def test_fig5_reading_r2_is_judged_on_its_own_runs_when_trained(fig5_runs, monke
     # R2 runs (label prefix "R2-") are read apart from R1's. Reference: each R2 stand-in's own by_test_L rows. The
     # R2 stand-ins are untrained models (not constructions), so their grid differs from R1's: a check that read R1's
     # runs for R2 would fail here. The quick tier (no R2 runs) reports R1 and R3 only
-    from model.presets import FIG5_R2_PREFIX
+    from bma_verify.model.presets import FIG5_R2_PREFIX
 
     r2_runs = {f"L{L}": _stand_in_run(L=L, H=6, test_L=(1, 2, 3, 5), K=L + 1) for L in (1, 3)}
     _patch_runs(monkeypatch, {"fig5": {**fig5_runs, **{FIG5_R2_PREFIX + k: r for k, r in r2_runs.items()}}})

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-import numerics
-from model.standard import StandardConfig, StandardTransformer
+from bma_verify import numerics
+from bma_verify.model.standard import StandardConfig, StandardTransformer
 
 
 
@@ -198,7 +198,7 @@ def test_example_weighted_loss_by_hand():
 def test_training_hands_the_example_weight_power_to_the_loss(monkeypatch):
     # the recorded keyword of the loss each step (the plain objective's call passes none); the power is refused for
     # models without an all-examples loss
-    from model.training import TrainConfig, train
+    from bma_verify.model.training import TrainConfig, train
 
     seen = []
     real = StandardTransformer.loss
@@ -283,7 +283,7 @@ def test_hand_set_relative_biases_give_the_bma_parent_posterior(seed):
 
 def test_head_summary_reads_the_relative_hand_set_heads():
     # reference: hand_copy_relative_model's construction (head k: example offset k + 1, position offset 0)
-    from model.analysis import standard_head_summary
+    from bma_verify.model.analysis import standard_head_summary
 
     rng = np.random.default_rng(3)
     L, H = 4, 6
@@ -323,7 +323,7 @@ def test_trained_standard_transformer_leaves_the_uniform_attention_plateau():
     Chance (uniform A^(2)): accuracy mean(1/h) ≈ 0.31, L_pa mean(log h) ≈ 1.42 over h = 1..9; the GPT-2-initialised
     model stayed there.
     """
-    from model.training import TrainConfig, train
+    from bma_verify.model.training import TrainConfig, train
 
     config = TrainConfig(model="standard", d=5, H=10, L=10, K=4, width=64, lr=0.003, batch_size=32, steps=500,
                          eval_every=500, eval_contexts=512, seed=0, device="cpu")
@@ -340,9 +340,9 @@ def test_relative_standard_transformer_learns_to_divide_the_examples():
     training seed (~35 s on one core): parent accuracy well above chance (uniform A^(2): mean over h of 1/h at
     H = 6, 0.457) and at least three of the four examples copied at the same position by a head of their own. With
     the absolute model's qk_gain 4 it stays at 0.454 (model/standard.py), so this fails if the bias is drowned."""
-    from model.analysis import standard_head_summary
-    from model.presets import preset_configs
-    from model.training import eval_batch, train
+    from bma_verify.model.analysis import standard_head_summary
+    from bma_verify.model.presets import preset_configs
+    from bma_verify.model.training import eval_batch, train
 
     config = replace(preset_configs("robustness", tier="quick", seed=1962963093274989103, device="cpu")["standard"],
                      steps=250, eval_every=250, eval_contexts=512)
@@ -419,8 +419,8 @@ def test_layer1_query_attention_is_what_the_model_hands_to_sdpa(seed, position, 
 def test_head_summary_of_the_copy_initialised_model_finds_one_head_per_example():
     # reference: layer1_init="copy" makes head k read example k at the same position (the test above, > 0.99), i.e.
     # example offset L − k; at the mimetic start no head reads one example at the same position
-    from model.analysis import standard_head_summary
-    from numerics import random_kernel, sample_task
+    from bma_verify.model.analysis import standard_head_summary
+    from bma_verify.numerics import random_kernel, sample_task
 
     L, H = 10, 10
     rng = np.random.default_rng(0)

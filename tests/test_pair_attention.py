@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import numerics as nm
-from model.construction import bma_construction
-from model.pair_attention import (PairAttentionConfig, PairAttentionTransformer, construction_errors,
+from bma_verify.model.construction import bma_construction
+from bma_verify.model.pair_attention import (PairAttentionConfig, PairAttentionTransformer, construction_errors,
                                   pair_construction)
 
 

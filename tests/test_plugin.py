@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 
-from numerics import pytest_plugin
+from bma_verify.numerics import pytest_plugin
 
 # The user's test file: it records what it saw in report.json (next to it) for the assertions below.
 USER_TESTS = textwrap.dedent('''
@@ -21,7 +21,7 @@ USER_TESTS = textwrap.dedent('''
     import pytest
     from hypothesis import given, settings
 
-    from numerics import strategies as bst
+    from bma_verify.numerics import strategies as bst
 
     REPORT = pathlib.Path(__file__).with_name("report.json")
     SEEN = {"examples": 0}
@@ -145,7 +145,7 @@ def test_plugin_refuses_an_unknown_profile_and_keeps_settings_when_unset(tmp_pat
     # the fixtures' stream depends only on the test id and --bma-seed (default 0): this kernel is the one the
     # same test would draw in any other run, recomputed here from the documented seeding
     import numpy as np
-    from numerics.task import random_kernel
+    from bma_verify.numerics.task import random_kernel
 
     assert seen["seed"] == zlib.crc32(b"test_user.py::test_kernel_fixture")
     expected = random_kernel(3, eps=0.01, rng=np.random.default_rng(seen["seed"]))

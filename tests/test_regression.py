@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from reports.builder import run_claims
-from reports.core import CheckContext
-from reports.registry import CLAIMS
-from reports.regression import REFERENCE_DIR, compare_results
+from bma_verify.reports.builder import run_claims
+from bma_verify.reports.core import CheckContext
+from bma_verify.reports.registry import CLAIMS
+from bma_verify.reports.regression import REFERENCE_DIR, compare_results
 
 NUMERIC_KINDS = ("symbolic", "exact", "monte-carlo")
 

@@ -1,7 +1,7 @@
 """reports.regression.compare_results flags exactly the values that moved beyond their stated tolerance."""
 import copy
 
-from reports.regression import compare_results
+from bma_verify.reports.regression import compare_results
 
 
 def _results(measured, tolerances=None, verdict="pass"):

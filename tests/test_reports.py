@@ -5,11 +5,11 @@ import os
 import numpy as np
 import pytest
 
-import reports.builder as builder
-from reports import cli
-from reports.core import CheckContext, CheckOutcome, Control, Finding, settle, verdict_from_interval
-from reports.executor import map_tasks, spawn_seeds
-from reports.registry import CLAIM_IDS, CLAIMS, Check, Claim
+import bma_verify.reports.builder as builder
+from bma_verify.reports import cli
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, settle, verdict_from_interval
+from bma_verify.reports.executor import map_tasks, spawn_seeds
+from bma_verify.reports.registry import CLAIM_IDS, CLAIMS, Check, Claim
 
 
 def passing_check(ctx):
@@ -387,7 +387,7 @@ def test_cli_exit_status_counts_errors_apart():
 @pytest.mark.slow
 def test_report_html_renders_in_a_headless_browser(registry, tmp_path):
     # Reference: what a real browser lays out (reports.browser_check); skipped where no chromium is installed.
-    from reports import browser_check
+    from bma_verify.reports import browser_check
 
     if browser_check.find_browser() is None:
         pytest.skip("no headless browser here (apt-get install chromium)")
@@ -421,7 +421,7 @@ def test_a_report_with_two_workers_equals_the_serial_one(registry, tmp_path):
 
 def test_real_checks_in_two_workers_equal_a_serial_run(tmp_path):
     # reference: the serial run of the same checks in this process (symbolic and exact kinds of three claims)
-    from reports.builder import run_claims
+    from bma_verify.reports.builder import run_claims
 
     chosen = [c for c in CLAIMS if c.id in ("prop1-invariance", "lemma4-loglik-gap", "ext-dag-posterior")]
     kinds = ("symbolic", "exact")
@@ -535,7 +535,7 @@ def test_embedded_figures_keep_their_size_and_colours_closely(tmp_path):
 
 
 def test_reference_html_stands_alone_under_2_mib():
-    from reports.regression import REFERENCE_DIR
+    from bma_verify.reports.regression import REFERENCE_DIR
 
     page = REFERENCE_DIR / "report.html"
     assert page.stat().st_size < 2 * 1024 * 1024

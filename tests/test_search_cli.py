@@ -2,7 +2,7 @@
 working directory (Hypothesis' files go under --cache-dir or the default cache directory)."""
 import json
 
-from reports import cli, search
+from bma_verify.reports import cli, search
 
 
 def _spy_on_cache_dir(monkeypatch) -> list:
@@ -99,7 +99,7 @@ def test_a_fresh_search_process_writes_hypothesis_files_to_the_cache_not_the_cwd
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", search.CACHE_ENV)}
     env["OMP_NUM_THREADS"] = "1"
-    run = subprocess.run([sys.executable, "-m", "reports.cli", "search", "lemma3", "--budget", "5", "--json",
+    run = subprocess.run([sys.executable, "-m", "bma_verify.reports.cli", "search", "lemma3", "--budget", "5", "--json",
                           "--cache-dir", str(cache)], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode in (0, 1), run.stderr
     assert json.loads(run.stdout)["target"] == "lemma3"

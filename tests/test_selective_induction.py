@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import numerics as nm
-import reports.checks.ext_dag as E
-from numerics.selective_induction import (bayes_predictive, check_lags, construction_predictive, padded_kernel,
+import bma_verify.reports.checks.ext_dag as E
+from bma_verify.numerics.selective_induction import (bayes_predictive, check_lags, construction_predictive, padded_kernel,
                                           sample_selective_induction, truncated_weights_predictive, windows)
-from reports.core import CheckContext, settle
+from bma_verify.reports.core import CheckContext, settle
 
 
 def test_generator_draws_uniform_lags_and_the_lagged_transition_law():
@@ -91,7 +91,7 @@ def test_footnote1_check_passes_and_rejects_the_off_by_one_lag(tmp_path, monkeyp
     assert outcome.control.rejected and outcome.control.measured["max_error"] > 0.05
     assert outcome.findings[0].status == "refuted"
     # with the planted shift made harmless (0), the control passes and the pass is withheld
-    import numerics.selective_induction as S
+    import bma_verify.numerics.selective_induction as S
 
     real = S.construction_predictive
     monkeypatch.setattr(S, "construction_predictive",

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 import numerics as nm
-import reports.checks.selective as S
-from model.selective_training import (SelectiveTrainConfig, build_selective_model, eval_batch,
+import bma_verify.reports.checks.selective as S
+from bma_verify.model.selective_training import (SelectiveTrainConfig, build_selective_model, eval_batch,
                                       evaluate_selective_model, run_kernel, train_selective)
-from model.structured import StructuredConfig, StructuredTransformer
-from numerics.selective_induction import (bayes_at_last, bayes_predictive, padded_kernel,
+from bma_verify.model.structured import StructuredConfig, StructuredTransformer
+from bma_verify.numerics.selective_induction import (bayes_at_last, bayes_predictive, padded_kernel,
                                           sample_selective_induction, window_batch, windows)
-from reports.core import CheckContext, settle
+from bma_verify.reports.core import CheckContext, settle
 
 
 @pytest.mark.parametrize("t", [0, 1, 3, 7])
@@ -171,7 +171,7 @@ def test_the_check_runs_small_with_its_figure(monkeypatch, tmp_path):
 
 def test_shared_schedule_and_plateau_rule():
     # reference: the closed form of a linear warm-up then a half cosine to zero
-    from model._common import plateaued, warmup_cosine_lr
+    from bma_verify.model._common import plateaued, warmup_cosine_lr
     assert warmup_cosine_lr(0.1, 10, 110, 0) == pytest.approx(0.01)
     assert warmup_cosine_lr(0.1, 10, 110, 10) == pytest.approx(0.1)
     assert warmup_cosine_lr(0.1, 10, 110, 60) == pytest.approx(0.05)

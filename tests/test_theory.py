@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from theory import (derive_bma_score_identity, derive_lemma3_strict_dpi, derive_lemma4_loglik_gap,
+from bma_verify.theory import (derive_bma_score_identity, derive_lemma3_strict_dpi, derive_lemma4_loglik_gap,
                     derive_prop1_invariance, derive_prop2_ds_quadratic, derive_thm1_construction,
                     derive_thm2_consistency, derive_thm3_init_gradient, perturb_bma_score_identity,
                     perturb_lemma3_strict_dpi, perturb_lemma4_loglik_gap, perturb_prop1_invariance,
@@ -20,12 +20,12 @@ from theory import (derive_bma_score_identity, derive_lemma3_strict_dpi, derive_
                     verify_lemma3_strict_dpi, verify_lemma4_loglik_gap, verify_prop1_invariance,
                     verify_prop2_ds_quadratic, verify_thm1_construction, verify_thm2_consistency,
                     verify_thm3_init_gradient)
-from theory.bma import PI
-from theory.construction import BETA, G_SYM, H_SYM, L_SYM
-from theory.consistency import EPS, GAP
-from theory.derivation import Derivation, ErrorTracker, complex_step_gradient, is_exactly_zero
-from theory.dpi import P_BSC
-from theory.ds import RHO
+from bma_verify.theory.bma import PI
+from bma_verify.theory.construction import BETA, G_SYM, H_SYM, L_SYM
+from bma_verify.theory.consistency import EPS, GAP
+from bma_verify.theory.derivation import Derivation, ErrorTracker, complex_step_gradient, is_exactly_zero
+from bma_verify.theory.dpi import P_BSC
+from bma_verify.theory.ds import RHO
 
 DERIVATIONS = {
     "bma-score-identity": derive_bma_score_identity,

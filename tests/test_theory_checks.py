@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 import sympy as sp
 
-import reports.checks.symbolic as symbolic
-import theory
-from reports.builder import run_claims
-from reports.core import NOT_DISCRIMINATING, CheckContext, settle
-from reports.registry import CLAIMS
-from theory.consistency import EPS, GAP, L_SYM
-from theory.derivation import DEFAULT_TOLERANCE, Derivation
+import bma_verify.reports.checks.symbolic as symbolic
+from bma_verify import theory
+from bma_verify.reports.builder import run_claims
+from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
+from bma_verify.reports.registry import CLAIMS
+from bma_verify.theory.consistency import EPS, GAP, L_SYM
+from bma_verify.theory.derivation import DEFAULT_TOLERANCE, Derivation
 
 SYMBOLIC_CHECKS = [(claim, check) for claim in CLAIMS for check in claim.checks
-                   if check.kind == "symbolic" and check.function.startswith("reports.checks.symbolic:")]
+                   if check.kind == "symbolic" and check.function.startswith("bma_verify.reports.checks.symbolic:")]
 CLAIM_IDS = [claim.id for claim, _ in SYMBOLIC_CHECKS]
 
 
@@ -51,7 +51,7 @@ def test_every_registered_symbolic_check_is_implemented_here():
     assert len(SYMBOLIC_CHECKS) == 8
     assert sorted(CLAIM_IDS) == sorted(symbolic.CONTROLS)
     for claim, check in SYMBOLIC_CHECKS:
-        assert check.function.startswith("reports.checks.symbolic:"), check.function
+        assert check.function.startswith("bma_verify.reports.checks.symbolic:"), check.function
         assert callable(check.resolve()), claim.id
 
 
@@ -175,8 +175,8 @@ def test_lemma3_check_evaluates_a_users_kernel():
 def test_copier_weights_match_the_model_class():
     # The derived copier weights against the real StructuredTransformer built by the Theorem 1 construction.
     torch = pytest.importorskip("torch")
-    from model.construction import bma_construction
-    from theory.construction import BETA, G_SYM, H_SYM, L_SYM as L_COPY
+    from bma_verify.model.construction import bma_construction
+    from bma_verify.theory.construction import BETA, G_SYM, H_SYM, L_SYM as L_COPY
 
     derivation = theory.derive_thm1_construction()
     weight = sp.lambdify([BETA, L_COPY, H_SYM, G_SYM], derivation.results["weight_copied"], "numpy")

@@ -24,15 +24,15 @@ same independent numerics. A symbolic check passes only if both reject the pertu
 | ``thm3-init-gradient`` | :func:`derive_thm3_init_gradient` | :func:`verify_thm3_init_gradient` | :func:`~theory.gradient.kernel_mean_for_marginal` |
 | ``prop2-ds-quadratic`` | :func:`derive_prop2_ds_quadratic` | :func:`verify_prop2_ds_quadratic` | :func:`~theory.ds.dropped_key_quadratic` |
 """
-from theory.bma import derive_bma_score_identity, perturb_bma_score_identity, verify_bma_score_identity
-from theory.consistency import derive_thm2_consistency, perturb_thm2_consistency, verify_thm2_consistency
-from theory.construction import derive_thm1_construction, perturb_thm1_construction, verify_thm1_construction
-from theory.derivation import Derivation, Perturbation, Verification
-from theory.dpi import derive_lemma3_strict_dpi, perturb_lemma3_strict_dpi, verify_lemma3_strict_dpi
-from theory.ds import derive_prop2_ds_quadratic, perturb_prop2_ds_quadratic, verify_prop2_ds_quadratic
-from theory.gradient import derive_thm3_init_gradient, perturb_thm3_init_gradient, verify_thm3_init_gradient
-from theory.invariance import derive_prop1_invariance, perturb_prop1_invariance, verify_prop1_invariance
-from theory.loglik import derive_lemma4_loglik_gap, perturb_lemma4_loglik_gap, verify_lemma4_loglik_gap
+from bma_verify.theory.bma import derive_bma_score_identity, perturb_bma_score_identity, verify_bma_score_identity
+from bma_verify.theory.consistency import derive_thm2_consistency, perturb_thm2_consistency, verify_thm2_consistency
+from bma_verify.theory.construction import derive_thm1_construction, perturb_thm1_construction, verify_thm1_construction
+from bma_verify.theory.derivation import Derivation, Perturbation, Verification
+from bma_verify.theory.dpi import derive_lemma3_strict_dpi, perturb_lemma3_strict_dpi, verify_lemma3_strict_dpi
+from bma_verify.theory.ds import derive_prop2_ds_quadratic, perturb_prop2_ds_quadratic, verify_prop2_ds_quadratic
+from bma_verify.theory.gradient import derive_thm3_init_gradient, perturb_thm3_init_gradient, verify_thm3_init_gradient
+from bma_verify.theory.invariance import derive_prop1_invariance, perturb_prop1_invariance, verify_prop1_invariance
+from bma_verify.theory.loglik import derive_lemma4_loglik_gap, perturb_lemma4_loglik_gap, verify_lemma4_loglik_gap
 
 __all__ = [
     "Derivation", "Perturbation", "Verification",

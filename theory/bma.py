@@ -19,9 +19,9 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-import numerics
-from numerics._validate import check_positive_int, check_rng
-from theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, labelled,
+from bma_verify import numerics
+from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, labelled,
                                 probability_vector, stochastic_matrix)
 
 CLAIM = "bma-score-identity"

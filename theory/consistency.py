@@ -15,11 +15,11 @@ import numpy as np
 import sympy as sp
 from scipy.optimize import minimize_scalar
 
-import numerics
-from numerics._validate import check_positive_int, check_rng
-from numerics.claims import hoeffding_bound
-from numerics.information import pairwise_joint
-from theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, labelled
+from bma_verify import numerics
+from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.claims import hoeffding_bound
+from bma_verify.numerics.information import pairwise_joint
+from bma_verify.theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, labelled
 
 CLAIM = "thm2-consistency"
 

@@ -33,10 +33,10 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-import numerics
-from numerics._validate import check_positive_int, check_rng
-from numerics.dag_information import DagLaw, dag_chi2_gain, dag_init_gradient, dag_lemma4_terms
-from theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, complex_step_gradient,
+from bma_verify import numerics
+from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.dag_information import DagLaw, dag_chi2_gain, dag_init_gradient, dag_lemma4_terms
+from bma_verify.theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, complex_step_gradient,
                                labelled)
 
 CLAIM_LEMMA4 = "ext-dag-lemma4-sets"

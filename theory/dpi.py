@@ -19,10 +19,10 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-import numerics
-from numerics._validate import check_positive_int, check_rng
-from numerics.contraction import chi2_contraction, doeblin_bound
-from theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, stochastic_matrix
+from bma_verify import numerics
+from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.contraction import chi2_contraction, doeblin_bound
+from bma_verify.theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, stochastic_matrix
 
 CLAIM = "lemma3-strict-dpi"
 

@@ -19,10 +19,10 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-import numerics
-from numerics._validate import check_positive_int, check_rng
-from numerics.claims import lemma4_terms
-from theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, labelled,
+from bma_verify import numerics
+from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.claims import lemma4_terms
+from bma_verify.theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, labelled,
                                 stochastic_matrix)
 
 CLAIM = "lemma4-loglik-gap"

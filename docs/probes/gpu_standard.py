@@ -38,9 +38,9 @@ def one(args):
     label, report_seed, changes, seconds, out = args
     import torch
     torch.set_num_threads(1)
-    from model.analysis import standard_head_summary
-    from model.presets import preset_configs
-    from model.training import eval_batch, train
+    from bma_verify.model.analysis import standard_head_summary
+    from bma_verify.model.presets import preset_configs
+    from bma_verify.model.training import eval_batch, train
 
     start = time.time()
     config = replace(preset_configs("robustness", tier="full", seed=SEEDS[report_seed],

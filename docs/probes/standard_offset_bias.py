@@ -28,9 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import numerics
-from model.standard import StandardConfig, StandardTransformer
-from model.training import bma_reference, evaluate
+from bma_verify import numerics
+from bma_verify.model.standard import StandardConfig, StandardTransformer
+from bma_verify.model.training import bma_reference, evaluate
 
 
 class OffsetBiased(StandardTransformer):

@@ -21,10 +21,10 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-import model.training as training
-from model.analysis import standard_head_summary
-from model.presets import preset_configs
-from reports.core import CheckContext
+import bma_verify.model.training as training
+from bma_verify.model.analysis import standard_head_summary
+from bma_verify.model.presets import preset_configs
+from bma_verify.reports.core import CheckContext
 
 
 def main(report_seed: int, changes: dict, extra: dict) -> None:

@@ -23,10 +23,10 @@ import time
 import numpy as np
 import torch
 
-import numerics
-from model.analysis import standard_head_summary
-from model.standard import StandardConfig, StandardTransformer
-from model.training import bma_reference, evaluate
+from bma_verify import numerics
+from bma_verify.model.analysis import standard_head_summary
+from bma_verify.model.standard import StandardConfig, StandardTransformer
+from bma_verify.model.training import bma_reference, evaluate
 
 
 def run(seed: int, K=16, width=64, L=4, H=6, d=5, steps=1500, lr=0.01, batch=128, qk_gain=0.5, ex_std=4.0,

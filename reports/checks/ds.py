@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from numerics.ds import ds_parent_posterior, random_orthogonal, sample_ds_task
-from numerics.ds_fit import bilinear_only_log_posterior, exact_score_parameters, score_gap_curve
-from reports.core import CheckContext, CheckOutcome, Control, Finding, Table, finding_status, settle
+from bma_verify.numerics.ds import ds_parent_posterior, random_orthogonal, sample_ds_task
+from bma_verify.numerics.ds_fit import bilinear_only_log_posterior, exact_score_parameters, score_gap_curve
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, finding_status, settle
 
 D, H, RHO = 5, 10, 0.5
 SMALL_L = 5  # "small L'": L' <= 5
@@ -265,7 +265,7 @@ def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
 
 def _train_config(ctx: CheckContext, **overrides):
     """The training configuration of the report's DS models (the seed derived from the report seed)."""
-    from model.ds import TrainConfig
+    from bma_verify.model.ds import TrainConfig
 
     s = _sizes(ctx)
     options = {"steps": s["steps"], "batch_size": s["batch"], "seed": ctx.seed_for("prop2-ds-train") % (2 ** 31)}
@@ -275,7 +275,7 @@ def _train_config(ctx: CheckContext, **overrides):
 def _trained(ctx: CheckContext) -> dict:
     """The bilinear and key-norm models trained and evaluated once per report (shared through ``ctx.cache``);
     the FFN model has its own run (:func:`_trained_ffn`)."""
-    from model.ds import DSExperiment, run_ds_experiment
+    from bma_verify.model.ds import DSExperiment, run_ds_experiment
 
     key = ("ds", "models", ctx.tier, ctx.seed)
     if key not in ctx.cache:
@@ -294,7 +294,7 @@ def _control_models(ctx: CheckContext) -> dict:
     """
     import torch
 
-    from model.ds import DSModel, DSModelConfig, evaluate_ds_model
+    from bma_verify.model.ds import DSModel, DSModelConfig, evaluate_ds_model
 
     key = ("ds", "control-models", ctx.tier, ctx.seed)
     if key not in ctx.cache:
@@ -318,7 +318,7 @@ def _trained_ffn(ctx: CheckContext) -> dict:
     the same draws, unchanged). Evaluated on the contexts of the bilinear and key-norm models (paired)."""
     from dataclasses import asdict
 
-    from model.ds import DSModelConfig, evaluate_ds_model, train_ds_models
+    from bma_verify.model.ds import DSModelConfig, evaluate_ds_model, train_ds_models
 
     key = ("ds", "ffn", ctx.tier, ctx.seed)
     if key not in ctx.cache:
@@ -398,7 +398,7 @@ def _ffn_description(ctx: CheckContext) -> str:
 
 
 def _attention_figure(ctx: CheckContext, result: dict, A: np.ndarray, L: int) -> str:
-    from model.ds import model_outputs
+    from bma_verify.model.ds import model_outputs
 
     rng = ctx.rng("prop2-ds-attention-context")
     task = sample_ds_task(A, RHO, 1, L, H, rng=rng)

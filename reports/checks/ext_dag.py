@@ -31,16 +31,16 @@ import math
 
 import numpy as np
 
-from numerics.bma import bma_predictive, parent_posterior
-from numerics.dag import (dag_bma_predictive, dag_candidate_sets, dag_parent_posterior, random_dag_kernels,
+from bma_verify.numerics.bma import bma_predictive, parent_posterior
+from bma_verify.numerics.dag import (dag_bma_predictive, dag_candidate_sets, dag_parent_posterior, random_dag_kernels,
                           sample_dag_task)
-from numerics.dag_enumeration import brute_force_dag_posterior, brute_force_dag_predictive
-from numerics.dag_information import (INIT_KINDS, LEMMA3_SET_CANDIDATES, MI_FLOOR, RATIO_EDGES, TIE_ATOL,
+from bma_verify.numerics.dag_enumeration import brute_force_dag_posterior, brute_force_dag_predictive
+from bma_verify.numerics.dag_information import (INIT_KINDS, LEMMA3_SET_CANDIDATES, MI_FLOOR, RATIO_EDGES, TIE_ATOL,
                                       VIOLATION_RTOL, dag_instance_record, dag_lemma3_sets, dag_lemma3_sweep,
                                       dag_lemma4_monte_carlo, dag_lemma4_terms, dag_thm3_check_position,
                                       draw_dag_instance, kernel_constants, overlap_ratio_one_instance)
-from numerics.task import random_kernel, random_parents, sample_task
-from reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
+from bma_verify.numerics.task import random_kernel, random_parents, sample_task
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
 
 SIZES = {
     "quick": {"posterior_contexts": 10, "tree_contexts": 4, "lemma4_instances": 30, "lemma3_instances": 300,
@@ -233,7 +233,7 @@ def ext_dag_posterior(ctx: CheckContext) -> CheckOutcome:
 
 
 def _symbolic_decide(derivations, verification) -> tuple[str, dict]:
-    from reports.checks.symbolic import _decide
+    from bma_verify.reports.checks.symbolic import _decide
 
     return _decide(derivations, verification)
 
@@ -246,7 +246,7 @@ def ext_dag_lemma4_sets_symbolic(ctx: CheckContext) -> CheckOutcome:
 
     Control: the decomposition without its E KL term, through the same residuals and numeric comparison.
     """
-    from theory.dag import derive_dag_lemma4, dropped_kl_term, perturb_dag_lemma4, verify_dag_lemma4
+    from bma_verify.theory.dag import derive_dag_lemma4, dropped_kl_term, perturb_dag_lemma4, verify_dag_lemma4
 
     n = _size(ctx, "symbolic_points")
     derivation = derive_dag_lemma4(2, 2)
@@ -787,8 +787,8 @@ def ext_dag_construction_model(ctx: CheckContext) -> CheckOutcome:
     """
     import torch
 
-    from model.construction import bma_construction
-    from model.pair_attention import construction_errors, pair_construction
+    from bma_verify.model.construction import bma_construction
+    from bma_verify.model.pair_attention import construction_errors, pair_construction
 
     rng = ctx.rng("ext-dag-construction")
     cases, control_cases = [], []
@@ -863,7 +863,7 @@ def ext_dag_construction_symbolic(ctx: CheckContext) -> CheckOutcome:
     """
     import sympy as sp
 
-    from theory.dag import CONSTRUCTION_CONTEXT, derive_dag_construction, transposed_log_table
+    from bma_verify.theory.dag import CONSTRUCTION_CONTEXT, derive_dag_construction, transposed_log_table
 
     def run(table):
         derivation = derive_dag_construction(table)
@@ -926,7 +926,7 @@ def footnote1_selective_induction(ctx: CheckContext) -> CheckOutcome:
     Control: the same construction reading the lag off by one (candidate h' = t − κ − 1), judged by the same rule.
     A finding of ours: dropping the μ(x_s) terms of the first tokens from the weights is not Bayes-optimal.
     """
-    from numerics.selective_induction import (bayes_predictive, construction_predictive,
+    from bma_verify.numerics.selective_induction import (bayes_predictive, construction_predictive,
                                               sample_selective_induction, truncated_weights_predictive)
 
     rng = ctx.rng("footnote1-selective-induction")

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.dag_families import FAMILIES, FAMILY_LABELS, family_gap_curve, planted_poe_log_posterior
-from numerics.dag import random_dag_kernels
-from reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
+from bma_verify.model.dag_families import FAMILIES, FAMILY_LABELS, family_gap_curve, planted_poe_log_posterior
+from bma_verify.numerics.dag import random_dag_kernels
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
 
 SIZES = {
     "quick": {"d": 3, "H": 6, "L_values": [1, 2, 3, 5, 8, 12, 20], "n_fit": 200, "n_eval": 200,
@@ -218,7 +218,7 @@ def _decide_training(evaluation: dict) -> dict:
 
 def training_runs(ctx: CheckContext) -> dict:
     """Both trained runs (cached per context); model objects dropped."""
-    from model.dag_training import DagTrainConfig, train_dag
+    from bma_verify.model.dag_training import DagTrainConfig, train_dag
 
     key = ("ext-dag-training", ctx.tier, ctx.seed)
     if key not in ctx.cache:

@@ -20,11 +20,11 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-import numerics
-from model import analysis, figures
-from model.presets import FIG5_R2_PREFIX, fig5_readings, train_preset_runs
-from model.training import build_model, eval_batch
-from reports.core import CheckContext, CheckOutcome, Control, Table, save_figure
+from bma_verify import numerics
+from bma_verify.model import analysis, figures
+from bma_verify.model.presets import FIG5_R2_PREFIX, fig5_readings, train_preset_runs
+from bma_verify.model.training import build_model, eval_batch
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table, save_figure
 
 #: Thresholds of the trained checks, each with the control it separates (quick tier, seed 0: fig2's held-out
 #: contexts; robustness's in brackets).

@@ -24,16 +24,16 @@ from functools import partial
 
 import numpy as np
 
-from numerics.bma import parent_posterior, selector_attention
-from numerics.claims import (HISTOGRAM_EDGES, INIT_KINDS, LEMMA3_RANGES, MI_FLOOR, THM3_RANGES, VIOLATION_RTOL,
+from bma_verify.numerics.bma import parent_posterior, selector_attention
+from bma_verify.numerics.claims import (HISTOGRAM_EDGES, INIT_KINDS, LEMMA3_RANGES, MI_FLOOR, THM3_RANGES, VIOLATION_RTOL,
                              hoeffding_bound, lemma3_monte_carlo, lemma3_pairs, lemma3_sweep_chunk, lemma4_monte_carlo,
                              merge_sweeps, prop1_shift_effects, thm2_error_rates, thm3_check_position,
                              thm3_monte_carlo, thm3_sweep_chunk, wilson_interval)
-from numerics.enumeration import brute_force_parent_posterior
-from numerics.task import random_kernel, random_parents, sample_chains
-from reports.core import (CheckContext, CheckOutcome, Control, Finding, Table, jsonable, new_figure, save_figure,
+from bma_verify.numerics.enumeration import brute_force_parent_posterior
+from bma_verify.numerics.task import random_kernel, random_parents, sample_chains
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, Table, jsonable, new_figure, save_figure,
                           verdict_from_interval)
-from reports.search import KNOWN_COUNTEREXAMPLES, check_instance, run_search
+from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES, check_instance, run_search
 
 SIZES = {
     "quick": {"posterior_contexts": 30, "prop1_draws": 200, "lemma3_instances": 400, "lemma3_chunk": 100,

@@ -18,7 +18,7 @@ Choices the paper leaves open (named in the outcome's assumptions): the kernel l
 """
 from __future__ import annotations
 
-from reports.core import CheckContext, CheckOutcome, Control, Table, new_figure, save_figure
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table, new_figure, save_figure
 
 #: The rule: the trained model is "at the Bayes-optimal predictor" when the upper 3-SE bounds of its held-out
 #: lag-posterior KL and query-loss gap are below these (nats). Across kernel seeds 0-9 (one thread) the trained
@@ -50,7 +50,7 @@ def decide_control(final: dict) -> dict:
 
 def selective_runs(ctx: CheckContext) -> list[dict]:
     """The tier's trained runs (cached per context); model objects dropped."""
-    from model.selective_training import SelectiveTrainConfig, train_selective
+    from bma_verify.model.selective_training import SelectiveTrainConfig, train_selective
 
     key = ("footnote1-selective-training", ctx.tier, ctx.seed)
     if key not in ctx.cache:

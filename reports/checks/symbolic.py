@@ -23,23 +23,23 @@ from typing import Callable
 import numpy as np
 import sympy as sp
 
-from reports.core import CheckContext, CheckOutcome, Control, Table
-from theory.bma import (derive_bma_score_identity, perturb_bma_score_identity, transposed_kernel,
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
+from bma_verify.theory.bma import (derive_bma_score_identity, perturb_bma_score_identity, transposed_kernel,
                         verify_bma_score_identity)
-from theory.consistency import (derive_thm2_consistency, exponent_times_four, perturb_thm2_consistency,
+from bma_verify.theory.consistency import (derive_thm2_consistency, exponent_times_four, perturb_thm2_consistency,
                                 verify_thm2_consistency)
-from theory.construction import (derive_thm1_construction, dropped_query_keys, perturb_thm1_construction,
+from bma_verify.theory.construction import (derive_thm1_construction, dropped_query_keys, perturb_thm1_construction,
                                  verify_thm1_construction)
-from theory.derivation import Derivation, Perturbation, Verification
-from theory.dpi import (derive_lemma3_strict_dpi, dropped_half_in_total_variation, perturb_lemma3_strict_dpi,
+from bma_verify.theory.derivation import Derivation, Perturbation, Verification
+from bma_verify.theory.dpi import (derive_lemma3_strict_dpi, dropped_half_in_total_variation, perturb_lemma3_strict_dpi,
                         stochastic_matrix, verify_lemma3_strict_dpi)
-from theory.ds import (derive_prop2_ds_quadratic, dropped_key_quadratic, perturb_prop2_ds_quadratic,
+from bma_verify.theory.ds import (derive_prop2_ds_quadratic, dropped_key_quadratic, perturb_prop2_ds_quadratic,
                        verify_prop2_ds_quadratic)
-from theory.gradient import (derive_thm3_init_gradient, kernel_mean_for_marginal, perturb_thm3_init_gradient,
+from bma_verify.theory.gradient import (derive_thm3_init_gradient, kernel_mean_for_marginal, perturb_thm3_init_gradient,
                              verify_thm3_init_gradient)
-from theory.invariance import (derive_prop1_invariance, perturb_prop1_invariance, transposed_column_shift,
+from bma_verify.theory.invariance import (derive_prop1_invariance, perturb_prop1_invariance, transposed_column_shift,
                                verify_prop1_invariance)
-from theory.loglik import (derive_lemma4_loglik_gap, dropped_kl_term, perturb_lemma4_loglik_gap,
+from bma_verify.theory.loglik import (derive_lemma4_loglik_gap, dropped_kl_term, perturb_lemma4_loglik_gap,
                            verify_lemma4_loglik_gap)
 
 #: Arguments of each derivation and verifier per tier (the full tier adds sizes and random points).
