@@ -110,7 +110,7 @@ def _run_one(check: Check, ctx: CheckContext) -> tuple[CheckOutcome | None, floa
         return done[check.function]
     start = time.perf_counter()
     try:
-        outcome = check.resolve()(ctx)
+        outcome = check.run(ctx)
         if not isinstance(outcome, CheckOutcome):
             raise TypeError(f"{check.function} returned {type(outcome).__name__}, not CheckOutcome")
         error = None

@@ -48,17 +48,27 @@ def _close(ref, new, tol: dict | None) -> bool:
     return abs(new - ref) <= allowed
 
 
+def _keyed(claim: dict):
+    """(key, check) for each check of a results.json claim; key = (claim id, kind, reading, rank)."""
+    seen: dict = {}
+    for check in claim["checks"]:
+        kind = (check["kind"], check["reading"])
+        seen[kind] = seen.get(kind, -1) + 1
+        yield (claim["id"], *kind, seen[kind]), check
+
+
 def compare_results(reference: dict, current: dict) -> list[str]:
     """Descriptions of every measured value that moved beyond its tolerance (empty when nothing moved).
 
-    Checks are matched by (claim id, check function); only checks present in ``current`` are compared, and a
-    check of the reference missing from ``current`` is not reported (the caller chooses what to rerun).
+    Checks are matched by (claim id, kind, reading, rank among the claim's checks of that kind and reading), not
+    by the function that ran them, so moving code leaves the match intact; only checks present in ``current`` are
+    compared, and a check of the reference missing from ``current`` is not reported (the caller chooses what to
+    rerun).
     """
     moved = []
-    ref_checks = {(c["id"], k["function"]): k for c in reference["claims"] for k in c["checks"]}
+    ref_checks = {key: k for c in reference["claims"] for key, k in _keyed(c)}
     for claim in current["claims"]:
-        for check in claim["checks"]:
-            key = (claim["id"], check["function"])
+        for key, check in _keyed(claim):
             if key not in ref_checks:
                 moved.append(f"{claim['id']} {check['function']}: not in the reference report")
                 continue

@@ -5,7 +5,7 @@ from bma_verify.reports.regression import compare_results
 
 
 def _results(measured, tolerances=None, verdict="pass"):
-    return {"claims": [{"id": "c", "checks": [{"function": "m:f", "verdict": verdict, "measured": measured,
+    return {"claims": [{"id": "c", "checks": [{"function": "m:f", "kind": "exact", "reading": "as-stated", "verdict": verdict, "measured": measured,
                                                "tolerances": tolerances or {}}]}]}
 
 
@@ -47,3 +47,12 @@ def test_verdict_change_and_missing_values_are_flagged():
     del new["claims"][0]["checks"][0]["measured"]["n"]
     moved = compare_results(REF, new)
     assert any("verdict pass -> fail" in m for m in moved) and any("'n'" in m for m in moved)
+
+
+def test_checks_are_matched_by_claim_kind_and_rank_not_by_where_their_code_lives():
+    moved_code = copy.deepcopy(REF)
+    moved_code["claims"][0]["checks"][0]["function"] = "elsewhere:g"
+    assert compare_results(REF, moved_code) == []
+    other_kind = copy.deepcopy(REF)
+    other_kind["claims"][0]["checks"][0]["kind"] = "monte-carlo"
+    assert compare_results(REF, other_kind) == ["c elsewhere:g: not in the reference report".replace("elsewhere:g", "m:f")]

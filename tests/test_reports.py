@@ -77,11 +77,10 @@ def interrupting_check(ctx):
     raise KeyboardInterrupt
 
 
-T = "tests.test_reports"
-GOOD = Claim("good", "paper", "statement", (Check("exact", f"{T}:passing_check", "d"),))
-BAD = Claim("bad", "paper", "statement", (Check("exact", f"{T}:passing_check", "d"),
-                                          Check("monte-carlo", f"{T}:failing_check", "d")))
-CRASH = Claim("crash", "paper", "statement", (Check("exact", f"{T}:crashing_check", "d"),))
+GOOD = Claim("good", "paper", "statement", (Check("exact", passing_check, "d"),))
+BAD = Claim("bad", "paper", "statement", (Check("exact", passing_check, "d"),
+                                          Check("monte-carlo", failing_check, "d")))
+CRASH = Claim("crash", "paper", "statement", (Check("exact", crashing_check, "d"),))
 
 
 @pytest.fixture
@@ -172,7 +171,7 @@ def test_interrupted_run_leaves_previous_report_intact(registry, monkeypatch, tm
     out = tmp_path / "rep"
     builder.build_report("quick", out, claims=["good"])
     before = (out / "REPORT.md").read_text()
-    stop = Claim("good", "p", "s", (Check("exact", f"{T}:interrupting_check", "d"),))
+    stop = Claim("good", "p", "s", (Check("exact", interrupting_check, "d"),))
     monkeypatch.setattr(builder, "get_claim", lambda cid: stop)
     with pytest.raises(KeyboardInterrupt):
         builder.build_report("quick", out, claims=["good"], force=True)
@@ -250,19 +249,18 @@ def test_executor_rejects_bad_arguments():
         map_tasks(_draw, [], scheduler="tcp://x:1")
 
 
-def test_every_registered_check_resolves_to_a_function():
-    # No claim may silently lose a check: each "module:function" of the registry must import.
-    missing = [check.function for claim in CLAIMS for check in claim.checks if not callable(check.resolve())]
-    assert not missing
+def test_every_registered_check_is_a_function_of_its_claim_module():
+    # One claim, one place: each check's function lives in the claim's own module (or is cited from another claim)
+    for claim in CLAIMS:
+        for check in claim.checks:
+            assert callable(check.run)
+            home = check.run.__module__.rsplit(".", 1)[-1]
+            assert check.cites or home == claim.id.replace("-", "_"), (claim.id, check.function)
 
 
-def test_a_check_that_cannot_be_imported_is_an_error_not_a_verdict(registry, tmp_path, monkeypatch):
-    ghost = Claim("good", "p", "s", (Check("exact", f"{T}:no_such_function", "d"),))
-    monkeypatch.setattr(builder, "get_claim", lambda cid: ghost)
-    out = builder.build_report("quick", tmp_path / "rep", claims=["good"])
-    claim = json.loads((out / "results.json").read_text())["claims"][0]
-    assert claim["verdict"] == "error" and "no_such_function" in claim["checks"][0]["error"]
-    assert "1 error" in (out / "REPORT.md").read_text()
+def test_a_check_that_is_not_a_function_is_refused():
+    with pytest.raises(ValueError, match="run must be a function"):
+        Check("exact", "module:function", "d")
 
 
 def _run(*checks, claim_id="c"):
@@ -275,17 +273,17 @@ def _run(*checks, claim_id="c"):
 
 def test_a_pass_needs_a_rejected_control():
     # reference: SPEC §4.1 — no control, or a control that passes too, cannot read pass
-    assert _run(Check("exact", f"{T}:passing_check", "d"))["verdict"] == "pass"
-    no_control = _run(Check("exact", f"{T}:uncontrolled_check", "d"))
+    assert _run(Check("exact", passing_check, "d"))["verdict"] == "pass"
+    no_control = _run(Check("exact", uncontrolled_check, "d"))
     assert no_control["verdict"] == "inconclusive" and no_control["checks"][0]["reason"] == "no negative control"
-    accepted = _run(Check("exact", f"{T}:undiscriminating_check", "d"))
+    accepted = _run(Check("exact", undiscriminating_check, "d"))
     assert accepted["verdict"] == "inconclusive"
     assert accepted["checks"][0]["reason"].startswith("not discriminating")
     assert accepted["checks"][0]["check_verdict"] == "pass"  # what the check said before it was settled
 
 
 def test_an_unconverged_run_never_passes():
-    claim = _run(Check("model", f"{T}:unconverged_check", "d", reading="reproduction"))
+    claim = _run(Check("model", unconverged_check, "d", reading="reproduction"))
     assert claim["verdict"] == "inconclusive" and claim["checks"][0]["reason"] == "not converged"
 
 
@@ -298,29 +296,33 @@ def test_settle_keeps_fail_and_inconclusive():
 
 
 def test_a_stronger_reading_gives_a_finding_and_never_fails_the_claim():
-    claim = _run(Check("exact", f"{T}:passing_check", "as stated"),
-                 Check("exact", f"{T}:refuted_stronger_check", "our sharper bound", reading="stronger"))
+    claim = _run(Check("exact", passing_check, "as stated"),
+                 Check("exact", refuted_stronger_check, "our sharper bound", reading="stronger"))
     assert claim["verdict"] == "pass"
     assert claim["findings"] == [{"statement": "our sharper bound", "status": "refuted",
                                   "instance": {"kernel": [[1.0]]}, "evidence": "our sharper bound fails",
-                                  "check": f"exact:{T}:refuted_stronger_check"}]
+                                  "check": f"exact:{refuted_stronger_check.__module__}:refuted_stronger_check"}]
     md = builder.render_markdown({"tier": "quick", "seed": 0, "package_version": "x", "started": "t",
                                   "seconds": 0.0, "environment": builder.environment(), "claims": [claim]})
     assert "| PASS | finding: our sharper bound (refuted, 1 instance) |" in md
 
 
 def test_a_failed_reproduction_names_its_reading_and_is_not_a_bare_fail():
-    claim = _run(Check("model", f"{T}:reproduction_fail_check", "d", reading="reproduction"))
+    claim = _run(Check("model", reproduction_fail_check, "d", reading="reproduction"))
     assert claim["verdict"] == "fail" and claim["assumptions"] == ["reading R1: clipped offsets", "batch 256"]
     assert builder.verdict_label(claim) == "NOT REPRODUCED (reading R1: clipped offsets)"
 
 
 def test_a_citing_check_shows_the_cited_evidence_once(monkeypatch, tmp_path):
-    source = Claim("src", "p", "s", (Check("exact", f"{T}:passing_check", "d"),))
-    citing = Claim("cit", "p", "s", (Check("exact", f"{T}:passing_check", "d", cites="src:exact"),))
-    monkeypatch.setattr(builder, "get_claim", {"src": source, "cit": citing}.__getitem__)
     calls = []
-    monkeypatch.setattr(f"{T}.passing_check", lambda ctx: calls.append(1) or passing_check(ctx))
+
+    def counted_check(ctx):
+        calls.append(1)
+        return passing_check(ctx)
+
+    source = Claim("src", "p", "s", (Check("exact", counted_check, "d"),))
+    citing = Claim("cit", "p", "s", (Check("exact", counted_check, "d", cites="src:exact"),))
+    monkeypatch.setattr(builder, "get_claim", {"src": source, "cit": citing}.__getitem__)
     records = builder.run_claims([source, citing], CheckContext(figures_dir=tmp_path))
     assert len(calls) == 1  # run once
     cited = records[1]["checks"][0]
@@ -342,8 +344,8 @@ def test_report_device_reaches_every_worker_and_is_recorded(tmp_path, monkeypatc
 
     seen = tmp_path / "devices.txt"
     monkeypatch.setenv("BMA_TEST_DEVICES", str(seen))
-    claims = (Claim("dev1", "paper", "s", (Check("exact", f"{T}:device_recording_check", "d"),)),
-              Claim("dev2", "paper", "s", (Check("exact", f"{T}:device_recording_check_2", "d"),)))
+    claims = (Claim("dev1", "paper", "s", (Check("exact", device_recording_check, "d"),)),
+              Claim("dev2", "paper", "s", (Check("exact", device_recording_check_2, "d"),)))
     monkeypatch.setattr(builder, "CLAIMS", claims)
     monkeypatch.setattr(builder, "get_claim", {c.id: c for c in claims}.__getitem__)
     with monkeypatch.context() as m:
@@ -493,12 +495,12 @@ def test_every_cache_shared_across_claims_is_declared(tmp_path):
             if check.cites:
                 continue
             if check.kind == "model":  # trained runs: read which preset's runs the function asks for
-                names = set(re.findall(r'_runs\(ctx, "(\w+)"', inspect.getsource(check.resolve())))
+                names = set(re.findall(r'_runs\(ctx, "(\w+)"', inspect.getsource(check.run)))
                 keys = {("model-run", "fig2" if n == "fig3" else n) for n in names}
             else:
                 ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path)
                 ctx.cache = _RecordingCache()
-                check.resolve()(ctx)
+                check.run(ctx)
                 keys = ctx.cache.touched
             for key in keys:
                 users.setdefault(key, []).append((claim.id, check))

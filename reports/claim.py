@@ -1,0 +1,63 @@
+"""What a claim is: its statement, its checks and how each reads the claim.
+
+A claim lives in one module of :mod:`reports.claims` (``CLAIM = Claim(...)`` beside its check functions); the
+registry lists those modules. A check's ``run`` takes a :class:`reports.core.CheckContext` and returns a
+:class:`reports.core.CheckOutcome`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from bma_verify.reports.core import KINDS, READINGS
+
+SECTIONS = ("paper", "beyond")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of a claim.
+
+    ``reading``: ``as-stated`` (the paper's wording, decides the claim), ``stronger`` (a sharper statement of
+    ours: a finding, never a failure of the paper) or ``reproduction`` (an experiment whose verdict names the
+    choices the paper leaves open). ``cites`` = ``"claim-id:kind"`` of another claim's check whose evidence this
+    check is: it is not run twice, the report shows it once and points there. ``shares`` names a cached
+    computation (a trained run, a sweep) that checks of *different* claims reuse: under ``--jobs N`` checks with
+    the same ``shares`` run in one worker, so the computation is done once.
+    """
+
+    kind: str  # one of reports.core.KINDS
+    run: Callable
+    description: str
+    reading: str = "as-stated"
+    cites: str | None = None
+    shares: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if self.reading not in READINGS:
+            raise ValueError(f"reading must be one of {READINGS}, got {self.reading!r}")
+        if not callable(self.run):
+            raise ValueError(f"run must be a function of a CheckContext, got {self.run!r}")
+
+    @property
+    def function(self) -> str:
+        """``"module:function"`` of ``run``: the check's name in results.json and in caches."""
+        return f"{self.run.__module__}:{self.run.__qualname__}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim: ``section`` "paper" (the paper's claims) or "beyond" (our extensions, ``ext-*``, and the paper's
+    footnote about another task, reported under "Beyond the paper")."""
+
+    id: str
+    paper: str  # what the paper says, in our words (the paper's text is not public in full)
+    statement: str  # the precise statement this package checks
+    checks: tuple[Check, ...]
+    section: str = "paper"
+
+    def __post_init__(self) -> None:
+        if self.section not in SECTIONS:
+            raise ValueError(f"section must be one of {SECTIONS}, got {self.section!r}")
