@@ -1,4 +1,4 @@
-"""Model benchmarks (issues 5 and 13), each measured in one run on this machine:
+"""Model benchmarks (training to BMA and the cost of a step), each measured in one run on this machine:
 
 1. fig2 to BMA: training steps and seconds (evaluation excluded) until the held-out query loss first comes within
    0.005 and within 0.002 nats/token of the same run's BMA loss on the same contexts, the time per step, and
@@ -106,7 +106,7 @@ def standard_step_cost(repeats: int = 5, tier: str = "full") -> dict:
     t_structured = seconds(preset_configs("fig2", tier="full", device="cpu")["fig2"])
     return {"standard_step_s": t_standard, "standard_steps_per_s": 1 / t_standard,
             "structured_step_s": t_structured, "ratio": t_standard / t_structured,
-            "standard": {"K": standard.K, "width": standard.width, "batch": standard.batch_size,
+            "standard": {"K": standard.K, "width": standard.model.width, "batch": standard.batch_size,
                          "d": standard.d, "H": standard.H, "L": standard.L, "tier": tier}}
 
 

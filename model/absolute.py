@@ -5,8 +5,8 @@ with logit p(L, h)ᵀ Q^k p(l', h') from the query example's row h to the key (l
 h' >= h are masked, as in the structured model); the value is the key's one-hot token. The residual stream is the
 concatenation z_h = [x_h, e_h, v_h]. Layer 2 is one bilinear head over h' < h with score
 [x_{h'}, e_{h'}, v_{h'}]ᵀ W_KQ [e_h, v_h]: the query side leaves x_h out, so x^{L+1}_h never reaches its own
-prediction. Output rules as in SPEC.md §3. Example indices are absolute, so a context may hold at most ``max_L``
-examples (a longer one raises ``ValueError``).
+prediction. Output rules as in :func:`model._common.output_log_probs`. Example indices are absolute, so a context
+may hold at most ``max_L`` examples (a longer one raises ``ValueError``).
 """
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """The paper's experiments as named presets (``bma-verify train --preset NAME``; ``exp-*`` claims).
 
-Each preset is a list of :class:`model.training.TrainConfig` runs at two sizes: ``full`` (the paper's sizes, what
-``bma-verify train`` and the full report run) and ``quick`` (small runs for ``make report``; their verdicts use
-thresholds stated for that size). fig2 and fig3 are the same run; fig3 only adds the parameter figures.
+:data:`PRESET_RUNS` maps ``(preset, tier)`` to the preset's runs ({run label: :class:`TrainConfig`}) at two sizes:
+``full`` (the paper's sizes, what ``bma-verify train`` and the full report run) and ``quick`` (small runs for
+``make report``; their verdicts use thresholds stated for that size). fig2 and fig3 are the same run; fig3 only
+adds the parameter figures. Each value has its reason beside it; how the values were found (runs tried, numbers on
+seeds): docs/notes/presets.md, docs/notes/exp-fig5-generalization.md, docs/notes/exp-robustness.md.
 """
 from __future__ import annotations
 
@@ -11,128 +13,93 @@ from pathlib import Path
 
 from bma_verify.model import figures
 from bma_verify.model._common import prepare_run_dir, write_json_atomic
-from bma_verify.model.training import TrainConfig, TrainRun, eval_batch, train
+from bma_verify.model.train_config import AbsoluteOptions, StandardOptions, StructuredOptions, TrainConfig
+from bma_verify.model.training import TrainRun, eval_batch, train
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "robustness")
+TIERS = ("quick", "full")
 
 #: fig5's training and test context sizes (paper: d=10, H=15, train L in {1, 2, 5, 10, 20}, test L' in 1..30).
 FIG5_TRAIN_L = (1, 2, 5, 10, 20)
 FIG5_TEST_L = tuple(range(1, 31))
 FIG5_QUICK_TRAIN_L = (1, 5)
 FIG5_QUICK_TEST_L = (1, 2, 5, 10, 20)
-
-
-#: Training steps of the quick-tier fig2 run (``make report``); the full tier trains 2000.
-FIG2_QUICK_STEPS = 1000
-
-#: What the fig2 recipe rests on (issue 13), measured with commands anyone can rerun, e.g.
-#: ``OMP_NUM_THREADS=1 bma-verify train --preset fig2 --seed S --device cpu``:
-#: - the previous preset (K = 24, batch 256, no w_L delay, no weight average, no W_KQ decay) ends seed 0 at a query
-#:   loss 0.0086 nats/token above BMA (L_pa +0.051, parent accuracy 0.908 vs 0.926) with one thread: its copier
-#:   heads leave example offset 5 uncovered (no head copies it at the same position), so the selector cannot use
-#:   that example (with 2 threads seed 0 reached 0.0014, seeds 1 and 2 0.0006-0.0010). The stall is an example
-#:   left uncovered.
-#: - this preset (K = 32, w_L still for the first 100 steps while w_H, W_KQ and W_OV learn, W_KQ weight decay 0.1,
-#:   a 0.99 moving average of the weights, batch 256): seeds 0-4, full tier, 1 thread: gap 0.0005-0.0011 nats,
-#:   parent accuracy 0.1-0.35 points below BMA's, L_pa +0.006-0.008; 2 threads: the same to within 0.0003; every
-#:   example covered; the whole command takes 27-30 s with 1 thread and 20-22 s with 2 on an idle 2-core machine.
-#:   Quick tier (1000 steps, seeds 0-4, 1 thread): gap 0.0009-0.0020, L_pa +0.008-0.018.
-#: - Each piece removed alone (seeds 0 and 1, full tier, 1 thread) still reaches the floor (gap <= 0.0015, every
-#:   example covered), while removing all four brings seed 0's stall back: no single piece is necessary on these
-#:   seeds, so which one prevents the stall is not separable here; the preset keeps all four, which is what was
-#:   measured across seeds and threads.
-
-
 #: Label prefix of fig5's reading-R2 runs (``"R2-L5"``); R1's runs are labelled ``"L5"``.
 FIG5_R2_PREFIX = "R2-"
-#: W_KQ's learning-rate factor in fig5's reading-R2 runs (see preset_configs).
-FIG5_R2_SELECTOR_LR_SCALE = 0.1
 
-
-#: What fig5's full-tier runs take from fig2's recipe (see FIG2_QUICK_STEPS' notes): w_L held for 100 steps, W_KQ
-#: weight decay 0.1, a 0.99 moving average of the weights. The quick tier keeps its plain runs.
-FIG5_FULL_RECIPE = {"w_L_delay": 100, "selector_weight_decay": 0.1, "ema": 0.99}
-
-
-def fig5_readings(runs: dict) -> dict[str, dict]:
-    """fig5's runs split by reading: ``{"R1": {"L1": run, ...}, "R2": {"L1": run, ...}}`` (R2 only when trained)."""
-    split: dict[str, dict] = {"R1": {}}
-    for label, run in runs.items():
-        if label.startswith(FIG5_R2_PREFIX):
-            split.setdefault("R2", {})[label.removeprefix(FIG5_R2_PREFIX)] = run
-        else:
-            split["R1"][label] = run
-    return split
+#: fig2's recipe, which keeps every example covered on the seeds measured: K = 32 heads, w_L held for the first
+#: 100 steps while the rest learns, W_KQ weight decay 0.1, and a 0.99 moving average of the weights evaluated.
+FIG2_RECIPE = dict(K=32, ema=0.99, model=StructuredOptions(w_L_delay=100, selector_weight_decay=0.1))
+FIG2 = TrainConfig(d=5, H=10, L=10, batch_size=256, eval_every=100, test_L=(1, 2, 5, 10), **FIG2_RECIPE)
+FIG6 = TrainConfig(d=20, H=50, L=3, K=12, batch_size=256, eval_every=100)  # K = 12: four heads per example
+#: exp-robustness's absolute-PE run at the fig2 setting (K = 24: more heads than examples, a spare for each)
+ABSOLUTE = TrainConfig(d=5, H=10, L=10, K=24, eval_every=50, model=AbsoluteOptions())
+#: exp-robustness's deciding standard run: relative positions (with absolute ones its heads piled onto a few recent
+#: examples), the loss weighing example l by l^3 (an example offset of L exists only in the query example's terms),
+#: a 0.99 weight average evaluated, lr 0.01 and batch 128
+STANDARD = TrainConfig(lr=0.01, batch_size=128, ema=0.99,
+                       model=StandardOptions(position="relative", example_weight_power=3.0))
 
 
 def fig5_heads(L: int) -> int:
-    """Copier heads for training L in fig5: two per example plus four spares (fig2's 24 heads at L = 10).
-
-    With fewer (1.5 L + 2) the L = 5 run stalled with one example uncovered and diffuse heads that never found
-    the same position; two per example leaves spares for every example.
-    """
+    """Copier heads for training L in fig5: two per example plus four spares (fig2's 24 heads at L = 10); with
+    fewer an example was left uncovered."""
     return 2 * L + 4
 
 
-def fig5_steps(L: int) -> int:
-    """Full-tier training steps for fig5 at training L."""
-    return 4000 if L >= 10 else 2000
+def fig5_runs(train_L: tuple[int, ...], test_L: tuple[int, ...], *, full: bool) -> dict[str, TrainConfig]:
+    """fig5's runs (d = 10, H = 15): reading R1 at every training L (K = 2L + 4 heads, example offsets beyond L
+    share w_L[L]); at the full tier also reading R2 (one head budget, an offset table covering every test L')."""
+    sizes = dict(d=10, H=15, eval_every=100, test_L=test_L)
+    if not full:
+        return {f"L{L}": TrainConfig(L=L, K=fig5_heads(L), steps=600, batch_size=128, eval_contexts=512, **sizes)
+                for L in train_L}
+    recipe = dict(w_L_delay=100, selector_weight_decay=0.1)  # fig2's recipe, its weight average below
+    full_sizes = dict(sizes, batch_size=256, eval_contexts=2048, ema=0.99)
+    steps = {L: 4000 if L >= 10 else 2000 for L in train_L}  # L >= 10 was still far from BMA at 2000
+    runs = {f"L{L}": TrainConfig(L=L, K=fig5_heads(L), steps=steps[L], model=StructuredOptions(**recipe),
+                                 **full_sizes) for L in train_L}
+    # R2: W_KQ at 0.1x the learning rate, as 44 heads summing copies of few examples saturate the selector at 0.3x;
+    # L = 20 trains 6000 steps (it was still 0.058 above BMA's L_pa at 4000)
+    r2 = StructuredOptions(offset_range=max(test_L), selector_lr_scale=0.1, **recipe)
+    runs.update({f"{FIG5_R2_PREFIX}L{L}": TrainConfig(L=L, K=fig5_heads(max(train_L)), model=r2,
+                                                      steps=6000 if L >= 20 else steps[L], **full_sizes)
+                 for L in train_L})
+    return runs
 
 
-#: The standard transformer of exp-robustness (Appendix G), with relative positions (model/standard.py). Quick tier:
-#: a declared reduced scale (d = 5, H = 6, L = 4) that two cores can train in the report; full tier: the paper's
-#: fig2 setting (d = 5, H = 10, L = 10), for a GPU (``bma-verify check exp-robustness --tier full --device cuda``).
-STANDARD_QUICK_SCALE = {"d": 5, "H": 6, "L": 4}
-#: The standard run's loss weighs example l by l^3 (StandardTransformer.loss): see standard_config.
-STANDARD_EXAMPLE_WEIGHT_POWER = 3.0
-
-
-def standard_config(quick: bool, base: dict) -> TrainConfig:
-    """exp-robustness's deciding standard-transformer run (relative positions, from scratch; model/standard.py).
-
-    Its loss weighs example l by l^3 (``example_weight_power``; an example offset of L exists only in the query
-    example's terms) and a 0.99 moving average of the weights is evaluated. Measured on the quick tier's run with
-    ``docs/probes/standard_quick.py R "changes"`` (one thread; R the report seed, whose training seed is
-    CheckContext(seed=R).seed_for("model:robustness"); L_pa above BMA's):
-    - this preset (800 steps, ~75-90 s): R = 0 +0.036 (parent accuracy 0.789 vs BMA 0.800), R = 1 +0.031 (0.856 vs
-      0.861), R = 2 +0.054 (0.815 vs 0.830: not converged), R = 3 +0.080 (0.611 vs 0.661, a kernel where BMA itself
-      reaches 0.66: not converged).
-    - the previous preset (``example_weight_power=0,ema=0,steps=600``): R = 0 +0.092, R = 1 +0.040, R = 2 +0.107.
-    - at 600 steps (``steps=600``): R = 0 +0.046, R = 2 +0.057; at 1000, R = 2 +0.053 (its oldest example is read
-      by three heads with 0.68-0.71 of their mass on it, the others by heads with 0.93-1.0; ``"steps=600" "heads=1"``).
-    - the parts alone, 600 steps, R = 0: ``example_weight_power=3,ema=0`` +0.050 (R = 2 +0.060), power 2 +0.056,
-      ``example_weight_power=0`` (the weight average alone) +0.093.
-    - not adopted (600 steps, R = 0 unless named): lr 0.02 +0.133, lr 0.03 +0.220 (both with the plain loss); layer
-      2's W_Q and W_K at 3x the learning rate (third argument ``lr_scale={'q2': 3, 'k2': 3}``) +0.065 with the plain
-      loss, +0.043 with power 3 and the average, but R = 2 then saturates its selector (+5.1); at 10x the run
-      saturates (+340); W_Q and W_K of layer 2 drawn 3x larger (``qk2_gain=3``, plain loss) +5.8; on R = 2 with
-      power 3 and the average: power 5 +0.054, the example-offset biases at 3x the learning rate +0.059, drawn 1.5x
-      larger (``rel_example_gain=1.5``) +0.058.
-    Earlier, with the plain loss (``train(replace(preset_configs("robustness", tier="quick", seed=S)["standard"],
-    example_weight_power=0, ema=0, steps=600, ...))``): lr 0.005 +0.082, lr 0.003 +0.090, K = 8 at width 32 +0.161.
-    A step towards the paper's scale (``"H=5,L=8,K=32,width=128,steps=1000" "heads=1"``, R = 0, ~650 s): +0.070
-    (0.900 vs BMA 0.922) with this objective, +0.074 (0.894) with the plain one; both cover every example with a
-    head (the oldest, offset 8, by heads with 0.91-0.92 of their mass on it), neither has converged, and the
-    weighted run was ahead early (+0.149 vs +0.198 at step 200) more than at the end. At 2000 steps
-    (``steps=2000``, ~1400 s): +0.065 (0.901 vs 0.922) and +0.069 (0.899): twice the steps moved each by 0.005, a
-    plateau above the 0.05 line that neither more steps nor this objective removes at that scale.
-    The full tier's run (fig2's setting) takes the same objective; it has not been run with it. With the plain loss, on
-    a GPU at step 3000 of its 5000 (the device time ran out there): 0.845 vs 0.880 and 0.920 vs 0.939 on R = 0, 1,
-    the oldest example uncovered on both; K = 32 at width 128 did worse (0.824, 0.902). With absolute positions the
-    heads pile onto a few recent examples and parent accuracy stalls at 0.43-0.68 against BMA's 0.88 (the run this
-    replaced: K = 4, 0.426).
-    """
-    objective = dict(example_weight_power=STANDARD_EXAMPLE_WEIGHT_POWER, ema=0.99)
-    if quick:
-        return TrainConfig(model="standard", position="relative", **STANDARD_QUICK_SCALE, K=16, width=64, lr=0.01,
-                           batch_size=128, steps=800, eval_every=50, eval_contexts=1024, **objective, **base)
-    return TrainConfig(model="standard", position="relative", d=5, H=10, L=10, K=40, width=160, lr=0.01,
-                       batch_size=128, steps=5000, eval_every=250, eval_contexts=4096, **objective, **base)
+#: The runs of every (preset, tier), with seed 0, device "auto" and the mixture output rule (``preset_configs``
+#: sets those).
+PRESET_RUNS: dict[tuple[str, str], dict[str, TrainConfig]] = {
+    ("fig2", "quick"): {"fig2": replace(FIG2, steps=1000, eval_contexts=1024)},
+    ("fig2", "full"): {"fig2": replace(FIG2, steps=2000, eval_contexts=4096)},
+    ("fig5", "quick"): fig5_runs(FIG5_QUICK_TRAIN_L, FIG5_QUICK_TEST_L, full=False),
+    ("fig5", "full"): fig5_runs(FIG5_TRAIN_L, FIG5_TEST_L, full=True),
+    # quick: 600 full-size steps (fewer, or a smaller batch, left an example uncovered)
+    ("fig6", "quick"): {"fig6": replace(FIG6, steps=600, eval_contexts=512)},
+    ("fig6", "full"): {"fig6": replace(FIG6, steps=2048, eval_contexts=2048)},
+    ("robustness", "quick"): {
+        # batch 512: 1500 steps converge the report seed, where batch 256 does not
+        "absolute": replace(ABSOLUTE, steps=1500, batch_size=512, eval_contexts=1024),
+        # a declared reduced scale (d = 5, H = 6, L = 4) that two cores train in the report
+        "standard": replace(STANDARD, d=5, H=6, L=4, K=16, model=replace(STANDARD.model, width=64), steps=800,
+                            eval_every=50, eval_contexts=1024)},
+    ("robustness", "full"): {
+        "absolute": replace(ABSOLUTE, steps=4000, batch_size=256, eval_contexts=4096),
+        # the paper's fig2 setting, for a GPU
+        "standard": replace(STANDARD, d=5, H=10, L=10, K=40, model=replace(STANDARD.model, width=160), steps=5000,
+                            eval_every=250, eval_contexts=4096),
+        # diagnostic, never decides: layer 1 starts as the BMA copier (one head per example), layer 2 at random
+        "standard-copy-init": TrainConfig(d=5, H=10, L=10, K=10, lr=0.003, steps=3000, batch_size=32, eval_every=250,
+                                          eval_contexts=4096,
+                                          model=StandardOptions(width=120, layer1_init="copy"))},
+}
+PRESET_RUNS.update({("fig3", tier): PRESET_RUNS[("fig2", tier)] for tier in TIERS})
 
 
 def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, seed: int = 0,
                    device: str = "auto", output: str = "mixture") -> dict[str, TrainConfig]:
-    """The runs of preset ``name`` keyed by a run label (e.g. ``"L5"``, ``"standard"``).
+    """The runs of preset ``name`` keyed by a run label (e.g. ``"L5"``, ``"standard"``): :data:`PRESET_RUNS`.
 
     Parameters
     ----------
@@ -144,81 +111,29 @@ def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, s
     """
     if name not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(PRESETS)} (ds is trained by model.ds), got {name!r}")
-    if tier not in ("quick", "full"):
+    if tier not in TIERS:
         raise ValueError(f"tier must be 'quick' or 'full', got {tier!r}")
     if steps is not None and (not isinstance(steps, int) or steps < 1):
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    quick = tier == "quick"
-    base = dict(seed=seed, device=device)
-    disentangled = dict(base, output=output)
-    if name in ("fig2", "fig3"):
-        # FIG2_QUICK_STEPS' notes above record what was tried and measured
-        runs = {"fig2": TrainConfig(d=5, H=10, L=10, K=32, w_L_delay=100, selector_weight_decay=0.1, ema=0.99,
-                                    steps=FIG2_QUICK_STEPS if quick else 2000, batch_size=256, eval_every=100,
-                                    eval_contexts=1024 if quick else 4096, test_L=(1, 2, 5, 10), **disentangled)}
-    elif name == "fig5":
-        train_L, test_L = (FIG5_QUICK_TRAIN_L, FIG5_QUICK_TEST_L) if quick else (FIG5_TRAIN_L, FIG5_TEST_L)
-        # full: L >= 10 gets 4000 steps (at 2000 its L_pa was still 0.1-0.15 nats above BMA's at its own L), and
-        # every run fig2's recipe (FIG5_FULL_RECIPE). One thread, L = 20, own-L L_pa gap, training seed S =
-        # CheckContext(tier="full", seed=0).seed_for("model:fig5"): without the recipe 0.098, with it 0.073 (seed 0:
-        # 0.039); with 2 threads (the full-tier check) 0.036, and the check's second seed 0.073. The recipe helps but
-        # does not make L = 20 converge on every seed and thread count (an earlier probe's 0.026 was not reproduced)
-        common = dict(d=10, H=15, batch_size=128 if quick else 256, eval_every=100,
-                      eval_contexts=512 if quick else 2048, test_L=test_L, **disentangled,
-                      **({} if quick else FIG5_FULL_RECIPE))
-        # reading R1: K = 2L + 4 heads, example offsets beyond L clipped to w_L[L]
-        runs = {f"L{L}": TrainConfig(L=L, K=fig5_heads(L), steps=600 if quick else fig5_steps(L), **common)
-                for L in train_L}
-        if not quick:  # reading R2 (full tier): one head budget and an offset table covering every test L'
-            # W_KQ at 0.1x the learning rate (R1: 0.3x): with 44 heads summing their copies of few examples the
-            # selector's logits grow fast; at 0.3x the L = 1 run (seed 0) saturated on wrong parents (L_pa 107
-            # nats above BMA's at its own L), at 0.1x it ends +0.005 (2000 steps, 94 s). With fig2's recipe the R2
-            # run at L = 20 ended 0.058 above BMA's L_pa after 4000 steps and 0.049 after 6000 in a probe whose
-            # training seed was not recorded (W_KQ at 0.3x: 0.073), so it trains 6000; in the full-tier check
-            # (2 threads) it ends at 0.035 on the report seed and 0.049 on the second seed
-            runs.update({f"{FIG5_R2_PREFIX}L{L}": TrainConfig(L=L, K=fig5_heads(max(train_L)),
-                                                              offset_range=max(test_L),
-                                                              steps=6000 if L >= 20 else fig5_steps(L),
-                                                              selector_lr_scale=FIG5_R2_SELECTOR_LR_SCALE, **common)
-                         for L in train_L})
-    elif name == "fig6":
-        # K = 12 (four heads per example): with K = 6 the full run left one example uncovered (L_pa 0.29 above
-        # BMA's after 2048 steps); with 12 both seeds tried covered all three and converged (gap < 0.01)
-        # quick: 600 full-size steps (at 300-400 steps, or at batch 64-128, an example was still uncovered)
-        runs = {"fig6": TrainConfig(d=20, H=50, L=3, K=12, steps=600 if quick else 2048, batch_size=256,
-                                    eval_every=100,
-                                    eval_contexts=512 if quick else 2048, **disentangled)}
-    else:
-        common = dict(d=5, H=10, L=10, eval_contexts=1024 if quick else 4096, **base)
-        # absolute: batch 256 leaves the uniform plateau by step ~250 (batch 128 only by ~500); 1500 steps reach
-        # parent accuracy 0.86 vs BMA's 0.89 on the report seed (L_pa +0.072 or +0.073, by host: not converged). Tried
-        # (quick tier, one thread, L_pa above BMA's on the report seed / seed 1 / seed 2): 2500 steps +0.065 / +0.28 /
-        # +0.074; fig2's K = 32 with a 0.99 weight average and W_KQ decay 0.1 at 1500 steps +0.014 / +0.64 / +0.21
-        # (seed 1 stays on the plateau); at 1200 steps +0.073 on the report seed. Not adopted: no recipe converged on
-        # every seed.
-        # Each is train(replace(preset_configs("robustness", tier="quick", seed=S)["absolute"], steps=2500, ...)),
-        # the report seed being reports.core.CheckContext(seed=0).seed_for("model:robustness")
-        # Measured later (S = CheckContext(seed=R).seed_for("model:robustness") for R = 0..4, one thread, L_pa above
-        # BMA's): this preset +0.073 / +0.011 / +0.013 / +0.49 / +0.35 (R = 3, 4 are kernels where BMA itself reaches
-        # only 0.69 and 0.77); batch 512 +0.015 / +0.009 / +0.008 / +0.35 / +0.21 at 1.8x the time (1000 steps at
-        # batch 512: +0.15 / +0.041 / +0.057); lr 0.1 +0.14 / +0.16 / +0.21; init_std 1.0 +0.14 / +0.090 / +0.12;
-        # K = 48 +0.088 / +0.024 / +0.022; a 0.99 weight average with W_KQ decay 0.1 (K = 24) +0.16 / +0.005 /
-        # +0.038. Batch 512 is the quick tier's run since issue 13's last pass (report seed, measured again: +0.015,
-        # parent accuracy 0.883 vs BMA's 0.886, 44 s on one core): it converges R = 0, 1, 2, where batch 256 leaves
-        # the report seed at +0.073, and no recipe tried converges R = 3, 4 (the check reads those not converged).
-        # The full tier keeps batch 256 over 4000 steps (not measured at batch 512).
-        runs = {"absolute": TrainConfig(model="absolute", K=24, output=output, steps=1500 if quick else 4000,
-                                        batch_size=512 if quick else 256, eval_every=50, **common),
-                "standard": standard_config(quick, base)}
-        if not quick:
-            # diagnostic (full tier only: ~0.25 s a step, two of the quick tier's five minutes, and it never decides):
-            # layer 1 starts as the BMA copier (one head per example), layer 2 random; does the standard selector
-            # learn BMA once copies exist? (0.80 vs BMA 0.89 at 1000 steps, 0.843 vs 0.880 at 3000)
-            runs["standard-copy-init"] = TrainConfig(model="standard", K=10, lr=0.003, width=120, layer1_init="copy",
-                                                     steps=3000, batch_size=32, eval_every=250, **common)
-    if steps is not None:
-        runs = {k: replace(c, steps=steps) for k, c in runs.items()}
-    return runs
+    override = dict(seed=seed, device=device) | ({} if steps is None else {"steps": steps})
+
+    def options(config: TrainConfig):
+        disentangled = isinstance(config.model, (StructuredOptions, AbsoluteOptions))
+        return replace(config.model, output=output) if disentangled else config.model
+
+    return {label: replace(config, model=options(config), **override)
+            for label, config in PRESET_RUNS[(name, tier)].items()}
+
+
+def fig5_readings(runs: dict) -> dict[str, dict]:
+    """fig5's runs split by reading: ``{"R1": {"L1": run, ...}, "R2": {"L1": run, ...}}`` (R2 only when trained)."""
+    split: dict[str, dict] = {"R1": {}}
+    for label, run in runs.items():
+        if label.startswith(FIG5_R2_PREFIX):
+            split.setdefault("R2", {})[label.removeprefix(FIG5_R2_PREFIX)] = run
+        else:
+            split["R1"][label] = run
+    return split
 
 
 def train_preset_runs(name: str, *, tier: str = "full", steps: int | None = None, seed: int = 0,

@@ -20,82 +20,13 @@ The architecture can express BMA's parent selection exactly with either position
 sets weights by hand (head k copies x^k_h from the same position h, layer 2 scores Σ_k log π(copy_k(h) |
 copy_k(h'))) and gets A^(2) = the BMA posterior to 1e-4.
 
-With relative positions (issue 13; S_R = exp-robustness's training seed for report seed R, ``CheckContext(seed=R)
-.seed_for("model:robustness")``): at step 0 every head prefers the same position (v_k = −4|h − h'|, ALiBi's shape)
-of an example offset drawn at random (u_k ~ N(0, 4²)); trained from there, heads that each copy one example at the
-same position form (what BMA needs) for all but zero to two of the examples, and the model gets within a few
-points of BMA:
-- fig2 setting (d = 5, H = 10, L = 10), K = 40, width 160, lr 0.01, batch 128, the plain objective, on a GPU,
-  step 3000 of a 5000-step schedule (``docs/probes/gpu_standard.py 240 OUT plain``, variant K40): parent accuracy
-  0.845 vs BMA 0.880 (S_0, L_pa +0.095), 0.920 vs 0.939 (S_1, +0.064), offset 10 (the oldest example)
-  uncovered on both; K = 32 at width 128: 0.824 and 0.902 (offsets 9-10 and 7, 10 uncovered), with its example
-  biases held for 500 steps 0.847 and 0.902, with a 0.99 weight average 0.829 and 0.905. Eight runs shared one
-  H200 (3000 steps in ~270 s each). An earlier version of the probe (the same model as a subclass of the
-  absolute one, other initial draws, fixed time budget; not in the repository) gave K = 20, width 80, 5,500
-  steps: 0.856 and 0.888; and with absolute positions (this class's defaults, lr 0.003) the same K = 20 run
-  reached 0.678 vs 0.880 (3 of 10 examples covered).
-- reduced scale, the quick tier's run (``model.presets.standard_config``: d = 5, H = 6, L = 4, K = 16, width 64,
-  lr 0.01, batch 128, 800 steps, the loss weighing example l by l^3 and a 0.99 weight average, ~90 s on one core):
-  S_0 0.789 vs BMA 0.800 (L_pa +0.036), S_1 0.856 vs 0.861 (+0.031), S_2 0.815 vs 0.830 (+0.054, not converged).
-  With the plain loss and 600 steps (the preset before): S_0 0.770 (+0.092), S_1 0.856 (+0.040), the same values
-  to the printed digits with ATEN_CPU_CAPABILITY=default|avx2|avx512. standard_config has the commands and what
-  else was tried.
-- reduced scale, 1500 steps (``PYTHONPATH=. .venv/bin/python docs/probes/standard_relative.py "" 1 --heads``, seed
-  1, one thread, ~0.11 s a step): 0.679 vs BMA 0.714 (L_pa +0.079; offset 3 uncovered). Not better, same command
-  with overrides: width=128 0.670, ex_delay=300 (example biases held) 0.676, query_only=1 (the query example's
-  terms only) 0.552, query_only=300 (from step 300) 0.616.
-- what the initial scales matter for: with qk_gain=4.0 (the absolute model's mimetic start) the token match drowns
-  the position bias and the model stalls at parent accuracy 0.454 (seed 1, same command).
-- Why the oldest example is the one left: the training loss reads every example from the ones before it, so an
-  offset of L exists only in the query example's terms; a head that leans to it is trained as a copier of another
-  offset by the other L terms.
-
-The rest of this docstring is the record of the absolute model (what exp-robustness trained before).
-
-What trains (d=5, H=10, L=10, K=4, width 64, lr 3e-3, batch 32; one CPU core ≈ 0.09 s a step): from GPT-2's
-N(0, 0.02) initialisation nothing left the uniform-attention plateau (parent accuracy ≈ chance 0.31) in 1500
-steps (all-examples loss; 300 with the query-only loss): a pairing signal in layer 2 needs layer-1 heads that already copy the same
-position, a third-order effect at a small init. The initialisation here (:class:`StandardConfig`) makes those
-copies exist at step 0: unit-scale linear layers, mimetic layer-1 attention (W_Q = W_K, Trockman & Kolter 2023)
-over position embeddings that dominate small token embeddings, and sinusoidal example embeddings so that copies
-lean to recent examples. Then layer 2 leaves the plateau within ~400-1000 steps (seeds 0, 1, 2).
-What does not (yet): it stops near parent accuracy 0.42-0.44 (BMA 0.78-0.93), the level of same-position copies
-averaged over examples; heads that each copy one example (what BMA needs) did not form within 3000 steps. Such a
-run is a partial reproduction for ``exp-robustness``, not a counterexample.
-Tried and not adopted: a per-head example offset at step 0 (example embeddings in their own block, head k's
-W_K = W_Q R_k with R_k turning the sinusoid of example l' into that of l' + 1 + k, so head k leans to example
-l − 1 − k; K = 10, width 160, 1500 steps): seed 0 reached parent accuracy 0.64 (0.71 in an earlier variant)
-against BMA's 0.93, but seed 1 stayed at 0.43 against BMA's 0.78, at about 2.5x the cost of a step. Nor K = 10
-heads with this initialisation (report seed, 1500 steps): 0.52 at width 160 (ffn_mult 1), 0.49 at width 80,
-against BMA's 0.89; K = 4 reaches 0.54 in 3000 steps (full tier).
-Where the stall is: with ``layer1_init="copy"`` (layer 1 starts as the copier, one head per example; layer 2
-random; K = 10, width 120, report seed) the selector climbs to parent accuracy 0.73 at step 500 and 0.80 at step
-1000 of a 1000-step run, and to 0.843 in the full tier's 3000 steps (BMA 0.880, query loss 0.014 nats above;
-the accuracy of BMA reading 8.4 of the 10 examples; seed 1 at width 160, 1000 steps: 0.65 against BMA's 0.78).
-So once copies exist the standard layer 2 learns most of BMA's parent selection; what the from-scratch model
-lacks is the division of its layer-1 heads over examples.
-At a reduced scale (d = 5, H = 6, L = 4; issue 13, 59 runs, one thread each) a learned T5-style bias per head over
-the example offset (initial std 4, its learning rate and layer-1 W_Q, W_K's at 0.3x, lr 0.01, batch 128, example
-embeddings starting at zero) reached BMA on two runs: K = 16 heads of width 4, seed 0, 2000 steps: parent accuracy
-0.816 vs 0.825 (L_pa +0.031); K = 12 of width 8, seed 2, 1500 steps: 0.780 vs 0.791 (+0.024). It failed on seed 1
-at both sizes (0.554 and 0.630 vs 0.718) and on seeds 2 and 0 at the other size (0.665 vs 0.791 and 0.763 vs
-0.825): a run succeeds exactly when the random initial biases give every example a head that copies it, and
-training never recovered an example no head covered at the start. Not adopted. What else did not help there:
-small bias tables (std 0.1-1: every head drifts to the latest example), the query-only loss (same-position copying
-is learned from the early examples of the all-examples loss), a mimetic layer 2, W_Q of layer 2 starting at zero,
-no absolute example embedding, a zero-initialised position-offset table. Batch 128 instead of 32 was the largest
-single gain (0.62 -> 0.69 at K = 8). At d = 5, H = 10, L = 10, K = 20 a step costs ~1.3 s on one core.
-Coverage is not enough either. A later probe at the same reduced scale (``docs/probes/standard_offset_bias.py``,
-whose docstring gives the commands; K = 16 heads of width 4, a T5-style bias per head over the example offset
-drawn N(0, 4²) and then *frozen*, so that every offset 1..4 keeps two to four heads whose bias peaks there; lr
-0.01, batch 128, 1500 steps, the default initialisation otherwise, ~0.15 s a step): seed 1 ends at parent accuracy
-0.56 vs BMA's 0.714, seed 0 at 0.68 vs 0.816, the same as with the bias learned at 0.3x lr (0.56, 0.68) or drawn
-N(0, 8²) (0.56). Where its heads go (seed 1, ``--heads``): the latest example is copied sharply (two heads with
-all their mass on its same position), older examples only diffusely (at most 0.39 of a head's mass on their same
-position; most heads put 0.2-0.5 of their mass on a same position at all): the learned content logits override a
-fixed per-head prior, and same-position copying of older examples does not sharpen. A curriculum over L (training
-contexts of 1 example at first, one more every 250 steps up to L = 4; seed 1) ends lower: 0.52 without the bias,
-0.54 with the frozen bias.
+What it takes to train (history: docs/notes/exp-robustness.md): from GPT-2's small initialisation nothing leaves
+the uniform-attention plateau, since a pairing signal in layer 2 needs layer-1 heads that already copy the same
+position; the initialisation here (:class:`StandardConfig`) makes such copies exist at step 0. With relative
+positions every head starts preferring the same position of an example offset drawn at random, so that the heads
+lean to different examples, as BMA's copier needs one head per example; the oldest example is the one most often
+left uncovered, because an offset of L exists only in the query example's terms of the loss (hence the option to
+weigh later examples more, ``loss(example_weight_power=p)``).
 """
 from __future__ import annotations
 
@@ -129,8 +60,7 @@ class StandardConfig:
     qk_gain : layer 1 starts with W_Q = W_K, entries N(0, qk_gain² / width) (mimetic). With absolute positions
         (default 4.0) every head then prefers keys at its own position, so same-position copies exist at step 0;
         with relative ones (default 0.5) it only adds a mild preference for keys holding a token like the row's
-        own, which must not drown the position bias (at 4.0 the relative model stalls at parent accuracy 0.454,
-        seed 1 of docs/probes/standard_relative.py)
+        own, which must not drown the position bias (at 4.0 the relative model stalled; docs/notes/exp-robustness.md)
     relative_example_std : relative positions: u_k drawn N(0, std²), so that at step 0 the heads lean to different
         example offsets (as the structured copier's random w_L do); nothing says which head should take which
     relative_position_slope : relative positions: v_k starts at −slope · |h − h'| (ALiBi's shape, Press et al.
@@ -283,9 +213,8 @@ class StandardTransformer(TwoLayerModel):
         the examples before it, exactly as the query is from the context; example 2 read from example 1 alone is an
         easy, strong signal for "copy the same position of an earlier example". p > 0 leans the objective to the
         later examples: an example offset of L exists only in the query example's terms (1 / (L+1) of the plain
-        objective), so the heads that must copy the oldest example get little of its gradient (model.presets.
-        standard_config records what p = 3 changed). Evaluation (``forward``, query loss, A^(2)) reads the query
-        only.
+        objective), so the heads that must copy the oldest example get little of its gradient (what p = 3 changed:
+        docs/notes/exp-robustness.md). Evaluation (``forward``, query loss, A^(2)) reads the query only.
         """
         if isinstance(example_weight_power, bool) or not example_weight_power >= 0:
             raise ValueError(f"example_weight_power must be a number >= 0, got {example_weight_power!r}")

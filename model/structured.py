@@ -1,4 +1,4 @@
-"""The structured two-layer transformer of SPEC.md §3 (the paper's Eq. 7 as this package reads it).
+"""The structured two-layer transformer (the paper's Eq. 7 as this package reads it; docs/claims.md).
 
 Layer 1 (the copier): K heads with relative-position logits only, β·(w_L[l − l'] + w_H[h − h']); value = the
 key's one-hot token. Residual stream: concatenation z_h = [x_h, v_h], v_h = [head_1, …, head_K] ∈ R^{Kd}.
@@ -54,7 +54,7 @@ class StructuredConfig:
 
 
 class StructuredTransformer(TwoLayerModel):
-    """Two-layer disentangled transformer with an RPE copier and a bilinear parent selector (SPEC.md §3)."""
+    """Two-layer disentangled transformer with an RPE copier and a bilinear parent selector (Eq. 7)."""
 
     def __init__(self, config: StructuredConfig, *, generator: torch.Generator | None = None):
         super().__init__()

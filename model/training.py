@@ -1,4 +1,4 @@
-"""Online training against BMA (SPEC.md §2–3; ``exp-*`` claims).
+"""Online training against BMA (the task and models of docs/claims.md; ``exp-*`` claims).
 
 π is drawn once per run from the run's seed. Every step draws a fresh batch of contexts with NumPy from a
 generator seeded by (seed, step), so a resumed run sees exactly the batches an uninterrupted one would. The
@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,124 +22,25 @@ from bma_verify import numerics
 from bma_verify.model._common import TwoLayerModel, check_output_rule, torch_save_atomic, write_json_atomic
 from bma_verify.model.absolute import AbsoluteConfig, AbsolutePETransformer
 from bma_verify.model.construction import bma_construction
-from bma_verify.model.standard import LAYER1_INITS, POSITIONS, StandardConfig, StandardTransformer
+from bma_verify.model.standard import StandardConfig, StandardTransformer
 from bma_verify.model.structured import StructuredConfig, StructuredTransformer
-
-MODEL_KINDS = ("structured", "absolute", "standard")
+from bma_verify.model.train_config import (AbsoluteOptions, StandardOptions, StructuredOptions, TrainConfig,
+                                           config_record, resolve_device)
 
 #: RPE scale of the Theorem 1 model that gives the logit-rule floor (its copies are exact to float64).
 FLOOR_BETA = 50.0
 
 
-@dataclass
-class TrainConfig:
-    """One training run. Sizes follow SPEC.md §1 (d, H, L, K); ``test_L`` adds evaluations at other L'."""
-
-    model: str = "structured"
-    d: int = 5
-    H: int = 10
-    L: int = 10
-    K: int = 24  # more heads than L: a spare head covers an example no other head locked onto
-    output: str = "mixture"
-    beta: float = 10.0  # RPE logit scale of the structured copier
-    init_std: float = 0.1  # small random layer-1 weights: heads start near uniform and specialise together
-    width: int = 64  # standard transformer only
-    layer1_init: str = "mimetic"  # standard transformer only: "mimetic" or the diagnostic "copy" (model/standard.py)
-    position: str = "absolute"  # standard transformer only: "absolute" embeddings or "relative" biases per head
-    alpha: float = 1.0  # Dirichlet concentration of π's rows
-    eps: float = 0.0  # entrywise floor of π
-    batch_size: int = 256
-    steps: int = 2000
-    lr: float = 0.03
-    weight_decay: float = 0.0
-    selector_lr_scale: float = 0.3  # W_KQ moves slower than the copier: a fast selector can saturate on a wrong
-    # feature before the copier heads settle on same-position copies (seen across seeds at lr 0.03)
-    selector_weight_decay: float | None = None  # AdamW weight decay of W_KQ (None: weight_decay)
-    grad_clip: float = 1.0  # max gradient norm: an early burst in W_KQ can saturate the selector for good
-    offset_range: int | None = None  # structured model: largest example offset with its own w_L weight (None: L,
-    # and offsets beyond L share w_L[L], fig5's reading R1); larger (fig5's reading R2) gives offsets never seen in
-    # training weights of their own, which keep their initial values (no gradient reaches them; weight decay 0)
-    w_L_delay: int = 0  # steps during which the weights that say which example a layer-1 head reads stay at their
-    # initial values while the rest learns: the structured copier's w_L (see the fig2 preset), the standard model's
-    # example-offset biases with relative positions (rel_example); no effect on other models
-    example_weight_power: float = 0.0  # standard transformer only: the loss weighs example l by l^p
-    # (StandardTransformer.loss; 0: the plain language-model objective, every term alike)
-    warmup: int = 50
-    ema: float = 0.0  # decay of an exponential moving average of the weights; when > 0 the average, not the last
-    # iterate, is what is evaluated, returned and checkpointed as the model (0: the last iterate)
-    eval_contexts: int = 2048
-    eval_every: int = 100
-    checkpoint_every: int = 500
-    test_L: tuple[int, ...] = ()
-    seed: int = 0
-    device: str = "auto"
-    dtype: str = "float32"
-
-    def __post_init__(self) -> None:
-        if self.model not in MODEL_KINDS:
-            raise ValueError(f"model must be one of {MODEL_KINDS}, got {self.model!r}")
-        for name, minimum in (("d", 2), ("H", 2), ("L", 1), ("K", 1), ("batch_size", 1), ("steps", 0),
-                              ("eval_contexts", 1), ("eval_every", 1), ("checkpoint_every", 1), ("width", 1),
-                              ("warmup", 0), ("w_L_delay", 0), ("seed", 0)):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-        check_output_rule(self.output)
-        if self.layer1_init not in LAYER1_INITS:
-            raise ValueError(f"layer1_init must be one of {LAYER1_INITS}, got {self.layer1_init!r}")
-        if self.position not in POSITIONS:
-            raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
-        if self.position != "absolute" and self.model != "standard":
-            raise ValueError(f"position applies to the standard transformer only, got {self.position!r} for "
-                             f"model {self.model!r}")
-        self.test_L = tuple(int(x) for x in self.test_L)
-        if any(x < 1 for x in self.test_L):
-            raise ValueError(f"test_L must hold integers >= 1 (test-time context sizes L'), got {self.test_L}")
-        if self.dtype not in ("float32", "float64"):
-            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
-        if not (self.lr > 0 and self.beta > 0 and self.alpha > 0 and self.weight_decay >= 0 and self.grad_clip > 0
-                and self.selector_lr_scale > 0):
-            raise ValueError("lr, beta, alpha and grad_clip must be positive and weight_decay non-negative")
-        if self.offset_range is not None and (isinstance(self.offset_range, bool)
-                                              or not isinstance(self.offset_range, (int, np.integer))
-                                              or self.offset_range < self.L):
-            raise ValueError(f"offset_range must be None or an integer >= L = {self.L}, got {self.offset_range!r}")
-        if self.offset_range is not None and self.model != "structured":
-            raise ValueError("offset_range applies to the structured model only")
-        if self.selector_weight_decay is not None and not self.selector_weight_decay >= 0:
-            raise ValueError(f"selector_weight_decay must be >= 0 or None, got {self.selector_weight_decay!r}")
-        if isinstance(self.example_weight_power, bool) or not (isinstance(self.example_weight_power, (int, float))
-                                                                and self.example_weight_power >= 0):
-            raise ValueError(f"example_weight_power must be a number >= 0, got {self.example_weight_power!r}")
-        if self.example_weight_power and self.model != "standard":
-            raise ValueError(f"example_weight_power applies to the standard transformer only (its all-examples "
-                             f"loss), got {self.example_weight_power!r} for model {self.model!r}")
-        if not 0 <= self.ema < 1:
-            raise ValueError(f"ema must be a decay in [0, 1) (0: no weight average), got {self.ema!r}")
-        resolve_device(self.device)
-
-
-def resolve_device(device: str) -> torch.device:
-    """'auto' → CUDA when present, else CPU; 'cuda' on a machine without CUDA raises ValueError."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        return torch.device("cpu")
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError("device 'cuda' was asked for but no CUDA device is present; use --device cpu or auto")
-        return torch.device("cuda")
-    raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
-
-
 def config_differences(stored: dict, config: TrainConfig) -> list[str]:
-    """The fields in which a checkpoint's stored configuration differs from ``config``, as ``name: stored X, now Y``.
+    """The fields in which a checkpoint's stored configuration (a :func:`config_record`) differs from ``config``,
+    as ``name: stored X, now Y``.
 
     ``steps`` may differ (a resumed run can be extended); devices are compared after resolving ``auto`` (a run on
     CPU stored with ``auto`` resumes with ``--device cpu`` and vice versa); a field the checkpoint predates
     counts as its default.
     """
-    now, defaults = asdict(config), asdict(TrainConfig())
+    now = config_record(config)
+    defaults = config_record(TrainConfig(model=type(config.model)()))
     differing = []
     for name, value in now.items():
         before = stored.get(name, defaults[name])
@@ -155,20 +56,22 @@ def config_differences(stored: dict, config: TrainConfig) -> list[str]:
 
 
 def build_model(config: TrainConfig, generator: torch.Generator | None = None) -> TwoLayerModel:
-    """The model named by ``config.model``, randomly initialised from ``generator``."""
-    c = config
+    """The model of ``config.model``'s kind, randomly initialised from ``generator``."""
+    c, options = config, config.model
     max_L = max((c.L,) + c.test_L)
-    if c.model == "structured":
+    if isinstance(options, StructuredOptions):
         # offsets beyond max_L share w_L[max_L]: by default max_L is the training L, not the largest test L'
-        offsets = c.L if c.offset_range is None else c.offset_range
-        return StructuredTransformer(StructuredConfig(d=c.d, max_H=c.H, max_L=offsets, K=c.K, output=c.output,
-                                                      beta=c.beta, init_std=c.init_std), generator=generator)
-    if c.model == "absolute":
-        return AbsolutePETransformer(AbsoluteConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, output=c.output,
-                                                   init_std=c.init_std),
+        offsets = c.L if options.offset_range is None else options.offset_range
+        return StructuredTransformer(StructuredConfig(d=c.d, max_H=c.H, max_L=offsets, K=c.K, output=options.output,
+                                                      beta=options.beta, init_std=options.init_std),
                                      generator=generator)
-    return StandardTransformer(StandardConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, width=c.width,
-                                              layer1_init=c.layer1_init, position=c.position), generator=generator)
+    if isinstance(options, AbsoluteOptions):
+        return AbsolutePETransformer(AbsoluteConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, output=options.output,
+                                                   init_std=options.init_std),
+                                     generator=generator)
+    return StandardTransformer(StandardConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, width=options.width,
+                                              layer1_init=options.layer1_init, position=options.position),
+                               generator=generator)
 
 
 def run_kernel(config: TrainConfig) -> np.ndarray:
@@ -246,31 +149,36 @@ def learning_rate(config: TrainConfig, step: int) -> float:
 def training_loss(model: TwoLayerModel, config: TrainConfig, context: torch.Tensor, query: torch.Tensor
                   ) -> torch.Tensor:
     """The objective ``train`` minimises on a batch: ``model.loss``, with the standard transformer's example
-    weighting when ``config.example_weight_power`` is set."""
-    if config.example_weight_power:
-        return model.loss(context, query, example_weight_power=config.example_weight_power)
+    weighting when its ``example_weight_power`` is set."""
+    power = config.model.example_weight_power if isinstance(config.model, StandardOptions) else 0.0
+    if power:
+        return model.loss(context, query, example_weight_power=power)
     return model.loss(context, query)
 
 
-def param_groups(model: TwoLayerModel, config: TrainConfig) -> list[dict]:
-    """AdamW groups: W_KQ at ``selector_lr_scale`` (and ``selector_weight_decay``); the structured copier's w_L and
-    the relative standard model's rel_example from step ``w_L_delay`` on.
+def scheduled_parameters(options) -> dict[str, dict]:
+    """The parameters a model's options train apart from the rest, with their AdamW settings: ``lr_scale``,
+    ``start`` (the first step at which the learning rate is non-zero) and an optional ``weight_decay``."""
+    if isinstance(options, StandardOptions):  # the relative model's example-offset biases
+        return {"rel_example": {"lr_scale": 1.0, "start": options.rel_example_delay}}
+    selector = {"lr_scale": options.selector_lr_scale, "start": 0}
+    if options.selector_weight_decay is not None:
+        selector["weight_decay"] = options.selector_weight_decay
+    if isinstance(options, StructuredOptions):
+        return {"W_KQ": selector, "w_L": {"lr_scale": 1.0, "start": options.w_L_delay}}
+    return {"W_KQ": selector}
 
-    Each group carries ``lr_scale`` and ``start`` (the first step at which its learning rate is non-zero); the
-    learning rate of a step is a function of the step index only, so a resumed run is exact.
+
+def param_groups(model: TwoLayerModel, config: TrainConfig) -> list[dict]:
+    """AdamW groups: every parameter at the run's learning rate, except those of :func:`scheduled_parameters`.
+
+    Each group carries ``lr_scale`` and ``start``; the learning rate of a step is a function of the step index
+    only, so a resumed run is exact.
     """
     named = dict(model.named_parameters())
-    special = {"W_KQ": (config.selector_lr_scale, 0)}
-    if config.model == "structured":
-        special["w_L"] = (1.0, config.w_L_delay)
-    elif config.model == "standard":
-        special["rel_example"] = (1.0, config.w_L_delay)
+    special = scheduled_parameters(config.model)
     groups = [{"params": [p for name, p in named.items() if name not in special], "lr_scale": 1.0, "start": 0}]
-    for name, (scale, start) in special.items():
-        if name in named:
-            groups.append({"params": [named[name]], "lr_scale": scale, "start": start})
-            if name == "W_KQ" and config.selector_weight_decay is not None:
-                groups[-1]["weight_decay"] = config.selector_weight_decay
+    groups += [{"params": [named[name]], **settings} for name, settings in special.items() if name in named]
     return groups
 
 
@@ -345,12 +253,12 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
             ckpt.parent.mkdir(parents=True, exist_ok=True)
             torch_save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
                                "average": None if average is None else average.state_dict(),
-                               "seconds": seconds, "curves": curves, "config": asdict(config), "kernel": kernel},
+                               "seconds": seconds, "curves": curves, "config": config_record(config), "kernel": kernel},
                               ckpt)
 
     model.train()
     last = config.steps if stop_at is None else min(config.steps, int(stop_at))
-    bar = tqdm(range(start_step, last), disable=quiet, desc=f"train {config.model}", initial=start_step,
+    bar = tqdm(range(start_step, last), disable=quiet, desc=f"train {config.model.kind}", initial=start_step,
                total=config.steps)
     t0 = time.perf_counter()
     for step in bar:
@@ -387,7 +295,7 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
 
     final = evaluate(evaluated, kernel, held_out)
     metrics = {**final, **reference, "steps": max(last, start_step), "seconds": seconds, "curves": curves,
-               "config": asdict(config), "kernel": kernel.tolist()}
+               "config": config_record(config), "kernel": kernel.tolist()}
     metrics["gap_to_bma"] = final["query_loss"] - reference["bma_loss"]
     metrics["parent_loss_gap"] = final["parent_loss"] - reference["bma_parent_loss"]
     if "logit_floor_loss" in reference:

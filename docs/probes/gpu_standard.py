@@ -1,14 +1,15 @@
-"""Probe (issue 13, not part of the package): exp-robustness's full-tier standard run (the paper's fig2 setting,
-relative positions; ``model.presets.standard_config``) and variants of it, on a GPU, in parallel processes.
+"""Probe (not part of the package): exp-robustness's full-tier standard run (the paper's fig2 setting, relative
+positions; ``PRESET_RUNS[("robustness", "full")]["standard"]`` in model/presets.py) and variants of it, on a GPU,
+in parallel processes.
 
     PYTHONPATH=. python docs/probes/gpu_standard.py SECONDS OUT_DIR [plain|weighted]
 
-Every variant is ``train(replace(preset_configs("robustness", tier="full", seed=S, device="cuda")["standard"],
+Every variant is ``train(with_changes(preset_configs("robustness", tier="full", seed=S, device="cuda")["standard"],
 **changes))`` for the training seeds S of report seeds 0 and 1 (``CheckContext(seed=R).seed_for("model:robustness")``),
 run in chunks of 1000 steps (``stop_at``/``resume``; a resumed run is exact); after each chunk a JSON line goes to
 OUT_DIR/results.jsonl. No chunk starts after SECONDS. PROBE_DEVICE=cpu runs it without a GPU.
 
-Variant sets: ``plain`` (the four measured, model/standard.py's docstring has their numbers: the plain language-model
+Variant sets: ``plain`` (the four measured, docs/notes/exp-robustness.md has their numbers: the plain language-model
 objective, no weight average unless named) and ``weighted`` (the default; not yet run: the preset as it is, with
 its loss weighing example l by l^3 and a 0.99 weight average, and three changes to it).
 """
@@ -19,7 +20,6 @@ import multiprocessing as mp
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 SEEDS = {0: 8965275259091543233, 1: 1962963093274989103}
@@ -27,7 +27,7 @@ K32 = {"K": 32, "width": 128}
 PLAIN = {"example_weight_power": 0.0, "ema": 0.0}  # the objective these four were measured with
 # each variant on both seeds: 8 processes
 VARIANT_SETS = {
-    "plain": {"K32": PLAIN | K32, "delay500": PLAIN | K32 | {"w_L_delay": 500},
+    "plain": {"K32": PLAIN | K32, "delay500": PLAIN | K32 | {"rel_example_delay": 500},
               "K40": PLAIN | {"K": 40, "width": 160}, "ema": PLAIN | K32 | {"ema": 0.99}},
     "weighted": {"preset": {}, "power2": {"example_weight_power": 2.0}, "K48": {"K": 48, "width": 192},
                  "steps8000": {"steps": 8000}},
@@ -40,12 +40,13 @@ def one(args):
     torch.set_num_threads(1)
     from bma_verify.model.analysis import standard_head_summary
     from bma_verify.model.presets import preset_configs
+    from bma_verify.model.train_config import with_changes
     from bma_verify.model.training import eval_batch, train
 
     start = time.time()
-    config = replace(preset_configs("robustness", tier="full", seed=SEEDS[report_seed],
-                                    device=os.environ.get("PROBE_DEVICE", "cuda"))["standard"],
-                     **changes)
+    config = with_changes(preset_configs("robustness", tier="full", seed=SEEDS[report_seed],
+                                         device=os.environ.get("PROBE_DEVICE", "cuda"))["standard"],
+                          **changes)
     folder = Path(out) / f"{label}-R{report_seed}"
     done = 0
     while done < config.steps and time.time() - start < seconds:

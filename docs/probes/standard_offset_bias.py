@@ -1,4 +1,4 @@
-"""Probe (issue 13, not part of the package): does a per-head example-offset bias make the standard transformer's
+"""Probe (not part of the package): does a per-head example-offset bias make the standard transformer's
 layer-1 heads divide the examples? Reduced scale d = 5, H = 6, L = 4, K = 16 heads of width 4.
 
 ``model.standard.StandardTransformer`` with a T5-style bias per head over the example offset l − l' (0..L, the
@@ -15,7 +15,7 @@ Run from the repository root (one thread, ~0.15 s a step on this project's 2-cor
 
 Arguments: keyword overrides of :func:`run` as ``"name=value,..."`` ("" for none), then seeds; ``--heads`` also
 prints, per head, the query stream's mass on the same position of each example. Numbers it gave are in
-model/standard.py's module docstring.
+docs/notes/exp-robustness.md.
 """
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Probe (issue 13, not part of the package): exp-robustness's quick-tier standard run with changes, on the training
+"""Probe (not part of the package): exp-robustness's quick-tier standard run with changes, on the training
 seed of a report seed R (``CheckContext(seed=R).seed_for("model:robustness")``).
 
-Prints parent accuracy and L_pa against BMA's at the end, and the L_pa gap every 100 steps. TrainConfig fields are
-changed with the second argument; changes that are not TrainConfig fields come as the third:
+Prints parent accuracy and L_pa against BMA's at the end, and the L_pa gap every 100 steps. Fields of the run
+(its TrainConfig or its StandardOptions, ``model.train_config.with_changes``) are changed with the second
+argument; changes that are not fields come as the third:
 ``lr_scale={"q2": 3, "k2": 3}`` (the learning rate of every parameter whose name holds the key, times the value),
 ``qk2_gain=3`` (layer 2's W_Q and W_K drawn that many times larger) and ``rel_example_gain=1.5`` (the example-offset
 biases drawn that many times larger); ``heads=1`` prints each layer-1 head's mass per example offset
@@ -16,14 +17,13 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
-
 import numpy as np
 import torch
 
 import bma_verify.model.training as training
 from bma_verify.model.analysis import standard_head_summary
 from bma_verify.model.presets import preset_configs
+from bma_verify.model.train_config import with_changes
 from bma_verify.reports.core import CheckContext
 
 
@@ -55,7 +55,7 @@ def main(report_seed: int, changes: dict, extra: dict) -> None:
 
     training.build_model, training.param_groups = build_scaled, groups_scaled
     seed = CheckContext(seed=report_seed).seed_for("model:robustness")
-    config = replace(preset_configs("robustness", tier="quick", seed=seed)["standard"], **changes)
+    config = with_changes(preset_configs("robustness", tier="quick", seed=seed)["standard"], **changes)
     start = time.time()
     run = training.train(config)
     m = run.metrics

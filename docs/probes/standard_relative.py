@@ -1,4 +1,4 @@
-"""Probe (issue 13, not part of the package): the standard transformer with relative positions
+"""Probe (not part of the package): the standard transformer with relative positions
 (``StandardConfig(position="relative")``, model/standard.py) from scratch, at a chosen scale.
 
 Trained on the all-examples loss with AdamW (warm-up 50 steps, cosine to 0.1 lr), gradient clip 1, the example-
@@ -12,6 +12,7 @@ it at the same position). Default: d = 5, H = 6, L = 4, K = 16 heads, width 64, 
     PYTHONPATH=. .venv/bin/python docs/probes/standard_relative.py "qk_gain=4.0" 1
 
 Arguments: keyword overrides of :func:`run` as ``"name=value,..."`` ("" for none), then seeds. One thread.
+Numbers it gave are in docs/notes/exp-robustness.md.
 """
 from __future__ import annotations
 
