@@ -2,16 +2,20 @@
 
 Every model reads ``context`` (B, L, H) and ``query`` (B, H) integer tokens and returns, from ``forward``, the
 second-layer attention A^(2) (B, H, H) (row h a law over h' < h, row 0 zero) and log-probabilities (B, H, d)
-for x^{L+1}_h. Claim ids served: ``thm1-construction``, ``exp-*`` (SPEC.md §3).
+for x^{L+1}_h. Claim ids served: ``thm1-construction``, ``exp-*`` (docs/claims.md).
 """
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from bma_verify.numerics.atomic import write_atomic, write_text_atomic
 
 OUTPUT_RULES = ("logit", "mixture")
 
@@ -53,7 +57,7 @@ def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
 
 
 def output_log_probs(log_att: torch.Tensor, query: torch.Tensor, W_OV: torch.Tensor, output: str) -> torch.Tensor:
-    """Log-probabilities (B, H, d) of x^{L+1}_h from A^(2) and the query tokens (SPEC.md §3, 'Output').
+    """Log-probabilities (B, H, d) of x^{L+1}_h from A^(2) and the query tokens (the two output rules).
 
     ``logit``:   f_h = softmax(Σ_{h'} A_{h→h'} W_OV[x_{h'}])            (a geometric mixture of the rows)
     ``mixture``: f_h = Σ_{h'} A_{h→h'} softmax(W_OV)[x_{h'}]           (an arithmetic mixture; BMA's form)
@@ -73,7 +77,6 @@ def output_log_probs(log_att: torch.Tensor, query: torch.Tensor, W_OV: torch.Ten
 
 class TwoLayerModel(nn.Module):
     """Base class: subclasses implement ``forward(context, query) -> (log_att (B,H,H), log_probs (B,H,d))``."""
-
     d: int
 
     def _tokens(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
@@ -110,8 +113,6 @@ def prepare_run_dir(out, *, resume: bool, force: bool):
 
     Output files are never silently overwritten (``--resume`` continues the run there, ``--force`` replaces it).
     """
-    from pathlib import Path
-
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out must be a folder, but {out} is a file")
@@ -123,32 +124,20 @@ def prepare_run_dir(out, *, resume: bool, force: bool):
 
 def write_json_atomic(path, data) -> None:
     """Write ``data`` as JSON through a temporary file and an atomic rename."""
-    import json
-    import os
-    from pathlib import Path
-
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, default=float))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1, default=float))
 
 
 def torch_save_atomic(obj, path) -> None:
     """torch.save through a temporary file and an atomic rename (an interrupted save keeps the old file)."""
-    import os
-    from pathlib import Path
-
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    write_atomic(path, lambda tmp: torch.save(obj, tmp))
 
 
 def check_int_fields(config, minimums: tuple[tuple[str, int], ...]) -> None:
-    """Raise ValueError unless every named field of ``config`` is an integer at or above its minimum."""
+    """Raise ValueError unless every named field of ``config`` is an integer (NumPy's included) at or above its
+    minimum."""
     for name, minimum in minimums:
         value = getattr(config, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
             raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 

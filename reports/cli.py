@@ -1,70 +1,33 @@
-"""The ``bma-verify`` command (SPEC.md §6)."""
+"""The ``bma-verify`` command: ``check``, ``train``, ``report`` and ``search`` (see the README and docs/claims.md)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
+import torch
 
+from bma_verify.model.ds import train_ds_preset
+from bma_verify.model.presets import train_preset
+from bma_verify.reports.builder import build_report, run_claims
 from bma_verify.reports.core import DEVICES, TIERS, CheckContext, jsonable, verdict_counts
+from bma_verify.reports.io import load_kernels, read_json, read_vector, write_text_atomic
+from bma_verify.reports.kernel_report import (KERNEL_CLAIMS, check_kernel_claims, format_kernel_result, in_units,
+                                              write_table)
 from bma_verify.reports.registry import CLAIM_IDS, CLAIMS, get_claim
+from bma_verify.reports.render import finding_line, verdict_label
+from bma_verify.reports.search import check_instance, default_cache_dir, run_search
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "ds", "robustness")
 
 
-def load_kernel(path) -> np.ndarray:
-    """A user's kernel from .npy, .csv (comma-separated rows) or .json (a list of rows, or {"kernel": rows})."""
-    from bma_verify.numerics._validate import check_kernel
+# -------------------------------------------------------------------------------------------------- arguments
 
-    path = Path(path)
-    if not path.exists():
-        raise ValueError(f"--kernel file {path} does not exist")
-    suffix = path.suffix.lower()
-    if suffix == ".npy":
-        kernel = np.load(path, allow_pickle=False)
-    elif suffix == ".csv":
-        try:
-            kernel = np.loadtxt(path, delimiter=",", ndmin=2)
-        except ValueError as exc:
-            raise ValueError(f"--kernel file {path}: not a CSV of numbers ({str(exc).splitlines()[0]}); write one "
-                             "row of π per line, comma-separated, with no header") from None
-    elif suffix == ".json":
-        data = read_json(path, "--kernel")
-        rows = data.get("kernel") if isinstance(data, dict) else data
-        try:
-            kernel = np.asarray(rows, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"--kernel file {path}: expected a list of equal-length rows of numbers (or "
-                             '{"kernel": rows}), got ragged or non-numeric rows') from None
-    else:
-        raise ValueError(f"--kernel must be a .npy, .csv or .json file, got {path.name}")
-    kernel = check_kernel(kernel, name="kernel (from --kernel)")
-    if kernel.ndim != 2:
-        raise ValueError(f"kernel (from --kernel) must be one (d, d) matrix, got shape {kernel.shape}")
-    return kernel
-
-
-def read_json(path, option: str):
-    """JSON from a file given by the user, or a ValueError naming the option, the file and the fix."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{option} file {path} does not exist; give the path of a JSON file")
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{option} file {path} is not valid JSON ({exc}); fix or regenerate it") from None
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bma-verify",
-        description="Verify, symbolically, numerically and on trained transformers, the claims of 'How "
-                    "Transformers Learn Causal Structures In-Context' (ICLR 2026).")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _check_parser(sub) -> None:
     check = sub.add_parser("check", help="run the checks of some or all claims and print their verdicts "
                                          "(exit status 1 on any fail, 3 when a check raised, 2 on bad input)")
     check.add_argument("claims", nargs="*", metavar="CLAIM", help=f"claim ids (default: all): {', '.join(CLAIM_IDS)}")
@@ -93,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     _device_arg(check)
     _threads_arg(check)
 
+
+def _train_parser(sub) -> None:
     train = sub.add_parser("train", help="train a model on a preset of the paper's experiments")
     train.add_argument("--preset", choices=PRESETS, required=True)
     train.add_argument("--steps", type=int)
@@ -103,11 +68,14 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     train.add_argument("--force", action="store_true", help="replace a run already in --out")
     train.add_argument("--output", choices=("mixture", "logit"), default="mixture",
-                       help="output rule of the structured model (SPEC §3); not used by the ds preset")
+                       help="output rule of the structured model (logit: the paper's; mixture: BMA's form); "
+                            "not used by the ds preset")
     train.add_argument("--tier", choices=TIERS, default="full",
                        help="preset sizes: full = the paper's, quick = the report's quick tier")
     _threads_arg(train)
 
+
+def _report_parser(sub) -> None:
     report = sub.add_parser("report", help="build REPORT.md, report.html, figures/ and results.json")
     report.add_argument("--tier", choices=TIERS, default="quick")
     report.add_argument("--out", metavar="DIR", default="reports/latest")
@@ -119,6 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     _threads_arg(report)
     _executor_args(report)
 
+
+def _search_parser(sub) -> None:
     search = sub.add_parser(
         "search", help="Hypothesis-driven counterexample search",
         description="Search for a counterexample to Lemma 3 (lemma3) or Theorem 3 (thm3) with Hypothesis. Exit "
@@ -140,6 +110,16 @@ def _parser() -> argparse.ArgumentParser:
                         help="folder for Hypothesis' working files (DIR/hypothesis); default $BMA_VERIFY_CACHE_DIR, "
                              "else $XDG_CACHE_HOME/bma-verify, else ~/.cache/bma-verify")
     search.add_argument("--quiet", action="store_true", help="no progress or messages (with --json: JSON only)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bma-verify",
+        description="Verify, symbolically, numerically and on trained transformers, the claims of 'How "
+                    "Transformers Learn Causal Structures In-Context' (ICLR 2026).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_check_parser, _train_parser, _report_parser, _search_parser):
+        add(sub)
     return parser
 
 
@@ -150,8 +130,8 @@ def _device_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _threads_arg(p: argparse.ArgumentParser) -> None:
-    # The models are small: one torch thread is fastest on a shared 2-core machine (2 threads were seen to run
-    # up to 30x slower under load); more threads pay off only for large presets on a big machine.
+    # The models are small: one torch thread is fastest on a shared 2-core machine; more threads pay off only for
+    # large presets on a big machine.
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
 
 
@@ -169,8 +149,6 @@ def main(argv=None) -> int:
         if args.threads < 1:
             print(f"bma-verify {args.command}: error: --threads must be >= 1, got {args.threads}", file=sys.stderr)
             return 2
-        import torch
-
         torch.set_num_threads(args.threads)
     try:
         return {"check": _check, "train": _train, "report": _report, "search": _search}[args.command](args)
@@ -188,26 +166,33 @@ def main(argv=None) -> int:
         return 130
 
 
+# ------------------------------------------------------------------------------------------------------ check
+
+def _list_claims(as_json: bool) -> int:
+    if as_json:
+        print(json.dumps([{"id": claim.id, "statement": claim.statement,
+                           "checks": [{"kind": c.kind, "reading": c.reading, "function": c.function,
+                                       "cites": c.cites, "description": c.description} for c in claim.checks]}
+                          for claim in CLAIMS], indent=2, ensure_ascii=False))
+        return 0
+    for claim in CLAIMS:
+        print(f"{claim.id:28s} {', '.join(f'{c.kind} ({c.reading})' for c in claim.checks)}")
+    return 0
+
+
+def _check_instance(args) -> int:
+    result = check_instance(read_json(args.instance, "--instance"))
+    print(json.dumps(result, indent=2) if args.json else _instance_line(result))
+    return 1 if result.get("verdict") == "fail" else 0
+
+
 def _check(args) -> int:
     if args.list:
-        if args.json:
-            print(json.dumps([{"id": claim.id, "statement": claim.statement,
-                               "checks": [{"kind": c.kind, "reading": c.reading, "function": c.function,
-                                           "cites": c.cites, "description": c.description} for c in claim.checks]}
-                              for claim in CLAIMS], indent=2, ensure_ascii=False))
-            return 0
-        for claim in CLAIMS:
-            print(f"{claim.id:28s} {', '.join(f'{c.kind} ({c.reading})' for c in claim.checks)}")
-        return 0
+        return _list_claims(args.json)
     if args.device != "cpu" and (args.kernel or args.instance):
         raise ValueError("--device applies to claim checks that train, not to --kernel or --instance")
     if args.instance:
-        from bma_verify.reports.search import check_instance
-
-        instance = read_json(args.instance, "--instance")
-        result = check_instance(instance)
-        print(json.dumps(result, indent=2) if args.json else _instance_line(result))
-        return 1 if result.get("verdict") == "fail" else 0
+        return _check_instance(args)
     claims = [get_claim(c) for c in args.claims] if args.claims else list(CLAIMS)
     if args.kernel:
         return _check_kernels(args)
@@ -216,66 +201,46 @@ def _check(args) -> int:
             raise ValueError(f"--{option} applies with --kernel only")
     if args.units != "nats":
         raise ValueError("--units applies with --kernel only (the report and results.json are in nats and say so)")
-    options = {}
-    from bma_verify.reports.builder import run_claims
-
     with tempfile.TemporaryDirectory() as figures:
         ctx = CheckContext(tier=args.tier, seed=args.seed, figures_dir=Path(figures), quiet=args.quiet or args.json,
-                           options=options, device=args.device)
+                           options={}, device=args.device)
         records = run_claims(claims, ctx, progress=not (args.quiet or args.json))
     if args.json:
         print(json.dumps({"tier": args.tier, "seed": args.seed, "threads": args.threads, "device": args.device,
                           "claims": records},
                          indent=2, ensure_ascii=False))
     else:
-        from bma_verify.reports.builder import finding_line, verdict_label
-
-        print(f"{'claim':28s} {'kind':12s} {'reading':13s} {'verdict':13s} {'control':9s} {'seconds':>8s}  summary")
-        for claim in records:
-            for check in claim["checks"]:
-                control = "-" if check["control"] is None else ("rejected" if check["control"]["rejected"]
-                                                                 else "ACCEPTED")
-                print(f"{claim['id']:28s} {check['kind']:12s} {check['reading']:13s} {check['verdict']:13s} "
-                      f"{control:9s} {check['seconds']:8.2f}  {check['summary']}")
-        print()
-        for claim in records:
-            print(f"{claim['id']:28s} {verdict_label(claim)}")
-            for finding in claim["findings"]:
-                print(f"{'':28s}   {finding_line(finding)}")
-        print(f"\nclaims: {verdict_counts(c['verdict'] for c in records)}")
+        _print_records(records)
     return exit_status(records)
 
 
-def _vector(text: str, option: str) -> np.ndarray:
-    """A vector from a file (.npy, .csv, .json) or an inline comma list."""
-    path = Path(text)
-    if path.suffix.lower() in (".npy", ".csv", ".json"):
-        if not path.is_file():
-            raise ValueError(f"{option} file {path} does not exist")
-        if path.suffix.lower() == ".npy":
-            return np.load(path, allow_pickle=False)
-        if path.suffix.lower() == ".json":
-            return np.asarray(read_json(path, option))
-        text = path.read_text()
-    try:
-        return np.asarray([float(x) for x in text.replace("\n", ",").split(",") if x.strip()])
-    except ValueError:
-        raise ValueError(f"{option} must be a file or a comma-separated list of numbers, got {text[:60]!r}") from None
+def _print_records(records: list[dict]) -> None:
+    """The table of ``check``: one line per check, then each claim's verdict and findings, then the counts."""
+    print(f"{'claim':28s} {'kind':12s} {'reading':13s} {'verdict':13s} {'control':9s} {'seconds':>8s}  summary")
+    for claim in records:
+        for check in claim["checks"]:
+            control = "-" if check["control"] is None else ("rejected" if check["control"]["rejected"]
+                                                             else "ACCEPTED")
+            print(f"{claim['id']:28s} {check['kind']:12s} {check['reading']:13s} {check['verdict']:13s} "
+                  f"{control:9s} {check['seconds']:8.2f}  {check['summary']}")
+    print()
+    for claim in records:
+        print(f"{claim['id']:28s} {verdict_label(claim)}")
+        for finding in claim["findings"]:
+            print(f"{'':28s}   {finding_line(finding)}")
+    print(f"\nclaims: {verdict_counts(c['verdict'] for c in records)}")
 
 
 def _check_kernels(args) -> int:
     """``check --kernel``: the kernel claims on the user's kernel(s); the output is about those kernels only."""
-    from bma_verify.reports.kernel_report import (KERNEL_CLAIMS, check_kernel_claims, format_kernel_result, in_units,
-                                       load_kernels, write_table)
-
     claims = args.claims or list(KERNEL_CLAIMS)
     others = [c for c in claims if c not in KERNEL_CLAIMS]
     if others:
         raise ValueError(f"--kernel applies to the claims about a kernel ({', '.join(KERNEL_CLAIMS)}); "
                          f"{', '.join(others)} is not one")
     kernels = load_kernels(args.kernel)
-    init = None if args.init == "stationary" else _vector(args.init, "--init")
-    parents = None if args.parents is None else _vector(args.parents, "--parents")
+    init = None if args.init == "stationary" else read_vector(args.init, "--init")
+    parents = None if args.parents is None else read_vector(args.parents, "--parents")
     results = {name: in_units(check_kernel_claims(kernel, claims=claims, init=init, parents=parents,
                                                   trees=args.trees, H=args.H, seed=args.seed), args.units)
                for name, kernel in kernels.items()}
@@ -285,16 +250,21 @@ def _check_kernels(args) -> int:
         print(json.dumps(jsonable({"kernels": results, "table": table}), indent=2, ensure_ascii=False,
                          allow_nan=False))
     else:
-        for name, result in results.items():
-            print(format_kernel_result(name, result, rows=args.rows or len(results) == 1))
-            print()
-        if len(results) > 1:
-            print("  ".join(f"{c:>18s}" for c in table[0]))
-            for row in table:
-                print("  ".join(f"{v:>18.4g}" if isinstance(v, float) else f"{str(v):>18s}" for v in row.values()))
+        _print_kernel_results(results, table, rows=args.rows)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return 1 if any(row[c] == "fails" for row in table for c in claims) else 0
+
+
+def _print_kernel_results(results: dict, table: list[dict], *, rows: bool) -> None:
+    """Each kernel's facts and verdicts (its swept rows with ``rows`` or when alone), then the batch table."""
+    for name, result in results.items():
+        print(format_kernel_result(name, result, rows=rows or len(results) == 1))
+        print()
+    if len(results) > 1:
+        print("  ".join(f"{c:>18s}" for c in table[0]))
+        for row in table:
+            print("  ".join(f"{v:>18.4g}" if isinstance(v, float) else f"{str(v):>18s}" for v in row.values()))
 
 
 def exit_status(records: list[dict]) -> int:
@@ -311,14 +281,13 @@ def _instance_line(result: dict) -> str:
     return f"{result.get('target', 'instance')}: {result.get('verdict')} — {result.get('summary', '')}"
 
 
+# ------------------------------------------------------------------------------------------- train and report
+
 def _train(args) -> int:
     if args.preset == "ds":
-        from bma_verify.model.ds import train_ds_preset as run
-        metrics = run(steps=args.steps, seed=args.seed, device=args.device, out=args.out, quiet=args.quiet,
-                      resume=args.resume, force=args.force)
+        metrics = train_ds_preset(steps=args.steps, seed=args.seed, device=args.device, out=args.out,
+                                  quiet=args.quiet, resume=args.resume, force=args.force)
     else:
-        from bma_verify.model.presets import train_preset
-
         metrics = train_preset(args.preset, steps=args.steps, seed=args.seed, device=args.device, out=args.out,
                                quiet=args.quiet, resume=args.resume, tier=args.tier, output=args.output,
                                force=args.force)
@@ -328,8 +297,6 @@ def _train(args) -> int:
 
 
 def _report(args) -> int:
-    from bma_verify.reports.builder import build_report
-
     out = build_report(args.tier, args.out, seed=args.seed, claims=args.claims, force=args.force,
                        quiet=args.quiet, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
                        threads=args.threads, device=args.device)
@@ -339,43 +306,44 @@ def _report(args) -> int:
     return 3 if exit_status(results["claims"]) == 3 else 0
 
 
+# ----------------------------------------------------------------------------------------------------- search
+
+def _strict_json(value):
+    """``value`` with every non-finite float as None: JSON has no infinities or NaN (a closest call never scored
+    is -inf)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict_json(v) for v in value]
+    return value
+
+
+def _alpha_arg(text: str | None):
+    """``--alpha``: a number, or a candidate's name (left as text for :func:`run_search` to check)."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def _search(args) -> int:
-    import contextlib
-    import math
-
-    from bma_verify.reports.search import default_cache_dir, run_search
-
-    alpha = args.alpha
-    if alpha is not None:
-        try:
-            alpha = float(alpha)
-        except ValueError:
-            pass  # a candidate's name
     cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir()
     # with --json, stdout carries the JSON alone: Hypothesis' own reports (without --quiet) go to stderr
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-        result = run_search(args.target, budget=args.budget, seed=args.seed, quiet=args.quiet, alpha=alpha,
-                            init=args.init, form=args.form, cache_dir=cache_dir)
+        result = run_search(args.target, budget=args.budget, seed=args.seed, quiet=args.quiet,
+                            alpha=_alpha_arg(args.alpha), init=args.init, form=args.form, cache_dir=cache_dir)
     messages = [result.get("message", "")]
     if args.out and result.get("instance") is not None:
-        from bma_verify.reports.builder import write_text_atomic
-
         write_text_atomic(Path(args.out), json.dumps(result["instance"], indent=2) + "\n", overwrite=False)
         messages.append(f"instance written to {args.out}; re-check it with: bma-verify check --instance {args.out}")
-
-    def strict(value):  # JSON has no infinities or NaN (a closest call never scored is -inf): write null
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: strict(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [strict(v) for v in value]
-        return value
-
     if args.json:
         if not args.quiet:
             print("\n".join(messages), file=sys.stderr)
-        print(json.dumps(strict(result), indent=2, allow_nan=False))
+        print(json.dumps(_strict_json(result), indent=2, allow_nan=False))
     else:
         print("\n".join(messages))
         if not args.quiet:

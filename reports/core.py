@@ -3,7 +3,7 @@
 A check is a function ``check(ctx: CheckContext) -> CheckOutcome``. It calls functions of ``theory``,
 ``numerics`` or ``model`` and packages what they return; it computes nothing itself. The builder times it,
 records its kind (``symbolic``, ``exact``, ``monte-carlo`` or ``model``) and its reading (``as-stated``,
-``stronger`` or ``reproduction``, SPEC §4.1), and writes the outcome into ``results.json``, ``REPORT.md`` and
+``stronger`` or ``reproduction``, see docs/claims.md), and writes the outcome into ``results.json``, ``REPORT.md`` and
 ``report.html``.
 
 How a verdict is earned (:func:`settle`): every check also runs its own decision rule, in the same call, on a
@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
+import torch
+
+from bma_verify.reports.executor import map_tasks
 
 VERDICTS = ("pass", "fail", "inconclusive")
 #: A check that raised gets ``error`` in the report: an error is not a verdict about the claim.
@@ -29,7 +34,7 @@ KINDS = ("symbolic", "exact", "monte-carlo", "model")
 TIERS = ("quick", "full")
 #: where the paper-experiment presets of a check train (``bma-verify check --device``)
 DEVICES = ("cpu", "cuda")
-#: How a check reads its claim (SPEC §4.1). Only ``as-stated`` and ``reproduction`` checks decide a claim's
+#: How a check reads its claim (docs/claims.md, "How a verdict is earned"). Only ``as-stated`` and ``reproduction`` checks decide a claim's
 #: verdict; a ``stronger`` check (a sharper statement of ours) yields findings and never fails the paper's claim.
 READINGS = ("as-stated", "stronger", "reproduction")
 FINDING_STATUSES = ("holds", "refuted", "open")
@@ -209,8 +214,6 @@ class CheckContext:
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
         if self.device == "cuda":
-            import torch
-
             if not torch.cuda.is_available():
                 raise ValueError("device 'cuda' was asked for but no CUDA device is present; use --device cpu")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
@@ -232,8 +235,6 @@ class CheckContext:
 
     def map(self, fn, tasks, desc: str | None = None) -> list:
         """Run ``fn`` over ``tasks`` with the report's executor (see :mod:`reports.executor`), results in order."""
-        from bma_verify.reports.executor import map_tasks
-
         return map_tasks(fn, tasks, jobs=self.jobs, backend=self.backend, scheduler=self.scheduler,
                          quiet=self.quiet, desc=desc)
 
@@ -251,18 +252,12 @@ FIGURE_DPI = 150
 
 def new_figure(*args, **kwargs):
     """``matplotlib.pyplot.subplots`` on the Agg backend (no display needed)."""
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     return plt.subplots(*args, **kwargs)
 
 
 def save_figure(fig, path) -> None:
     """Save ``fig`` as PNG at :data:`FIGURE_DPI` and as SVG beside it, both byte-reproducible, then close it."""
-    import matplotlib.pyplot as plt
-
     path = Path(path)
     with plt.rc_context({"svg.hashsalt": "bma-verify"}):  # fixed ids: the same figure gives the same SVG bytes
         fig.savefig(path.with_suffix(".png"), dpi=FIGURE_DPI, metadata={"Software": None})

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.registry import CLAIMS
 from bma_verify.reports.regression import REFERENCE_DIR
 
@@ -105,8 +106,6 @@ def main(argv=None) -> int:
     if argv == ["--check"]:
         return 0 if DOCS_PATH.exists() and DOCS_PATH.read_text() == text else 1
     DOCS_PATH.parent.mkdir(exist_ok=True)
-    from bma_verify.reports.builder import write_text_atomic
-
     write_text_atomic(DOCS_PATH, text)
     print(f"wrote {DOCS_PATH}")
     return 0

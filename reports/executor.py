@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
 BACKENDS = ("joblib", "dask")
@@ -71,8 +72,6 @@ def map_tasks(fn: Callable[[Any], Any], tasks: Sequence[Any], *, jobs: int = 1, 
     if backend == "joblib":
         if jobs == 1:
             return [fn(t) for t in tqdm(tasks, desc=desc, disable=disable, leave=False)]
-        from joblib import Parallel, delayed
-
         return list(Parallel(n_jobs=jobs)(delayed(fn)(t) for t in tqdm(tasks, desc=desc, disable=disable,
                                                                       leave=False)))
     return _map_dask(fn, tasks, jobs=jobs, scheduler=scheduler, disable=disable, desc=desc)

@@ -21,10 +21,24 @@ plainly and does not judge them (log π is −∞ there); Theorem 3 and the cons
 """
 from __future__ import annotations
 
+import copy
+import csv
+import io
+import json
 import math
 from pathlib import Path
 
 import numpy as np
+
+from bma_verify.model.analysis import construction_errors_vs_beta
+from bma_verify.numerics import (dobrushin_coefficient, doeblin_bound, random_parents, sample_task,
+                                 stationary_distribution)
+from bma_verify.numerics._validate import check_init, check_kernel, check_parents
+from bma_verify.numerics.dpi_sweep import lemma3_pairs, lemma4_terms
+from bma_verify.numerics.enumeration import MAX_SEQUENCES
+from bma_verify.numerics.init_gradient_sweep import argmax_status, thm3_check_position
+from bma_verify.reports.core import jsonable
+from bma_verify.reports.io import write_text_atomic
 
 #: The claims that are statements about a kernel, in report order.
 KERNEL_CLAIMS = ("lemma3-strict-dpi", "lemma4-loglik-gap", "thm2-consistency", "thm3-init-gradient",
@@ -37,8 +51,6 @@ CONSTRUCTION_TOLERANCE = 1e-6
 
 def kernel_facts(kernel: np.ndarray) -> dict:
     """ε = min π, d·ε, δ(π), the Doeblin bound 1 − d·min π and the stationary law of one kernel."""
-    from bma_verify.numerics import dobrushin_coefficient, doeblin_bound, stationary_distribution
-
     d = kernel.shape[0]
     eps = float(kernel.min())
     return {"d": d, "eps": eps, "d_eps": d * eps, "dobrushin": float(dobrushin_coefficient(kernel)),
@@ -47,16 +59,12 @@ def kernel_facts(kernel: np.ndarray) -> dict:
 
 
 def _trees(parents, trees: int, H: int, rng: np.random.Generator) -> list[np.ndarray]:
-    from bma_verify.numerics import random_parents
-
     if parents is not None:
         return [np.asarray(parents)]
     return [random_parents(H, rng=rng) for _ in range(trees)]
 
 
 def _lemma3_rows(kernel, trees, init) -> list[dict]:
-    from bma_verify.numerics.claims import lemma3_pairs, lemma4_terms
-
     rows = []
     for t, parents in enumerate(trees):
         if len(parents) < 3:
@@ -76,9 +84,6 @@ def _lemma3_rows(kernel, trees, init) -> list[dict]:
 
 
 def _thm3_rows(kernel, trees, init) -> list[dict]:
-    from bma_verify.numerics.claims import argmax_status, thm3_check_position
-    from bma_verify.numerics.enumeration import MAX_SEQUENCES
-
     rows = []
     d = kernel.shape[0]
     for t, parents in enumerate(trees):
@@ -96,11 +101,8 @@ def _thm3_rows(kernel, trees, init) -> list[dict]:
 
 
 def _construction(kernel, rng, contexts: int = 32, L: int = 6, H: int = 8) -> dict:
-    from bma_verify import numerics
-    from bma_verify.model import analysis
-
-    batch = numerics.sample_task(kernel, contexts, L, H, rng=rng)
-    errors = analysis.construction_errors_vs_beta(kernel, batch.context, batch.query, [CONSTRUCTION_BETA])
+    batch = sample_task(kernel, contexts, L, H, rng=rng)
+    errors = construction_errors_vs_beta(kernel, batch.context, batch.query, [CONSTRUCTION_BETA])
     return {"contexts": contexts, "L": L, "H": H, "beta": CONSTRUCTION_BETA,
             "attention_error": errors["attention_error"][0], "predictive_error": errors["predictive_error"][0]}
 
@@ -109,18 +111,99 @@ def _verdict(ok: bool | None) -> str:
     return "not applicable" if ok is None else ("holds" if ok else "fails")
 
 
-def check_kernel_claims(kernel, *, claims=KERNEL_CLAIMS, init=None, parents=None, trees: int = 20, H: int = 6,
-                        seed: int = 0) -> dict:
-    """Every kernel claim in ``claims`` on one kernel; a JSON-ready dict (see the module docstring).
+def _why_zero(facts: dict) -> str:
+    return (f"π has a zero entry (min π = {facts['eps']:g}): the hypothesis π ≥ ε > 0 is violated, so the "
+            "statement does not apply (log π = −∞ there)")
 
-    Returns
-    -------
-    dict with ``facts`` (:func:`kernel_facts`), ``init`` (the law used, or "stationary"), ``trees`` (the parent
-    arrays swept), per claim a ``verdict`` ("holds", "fails" or "not applicable" with ``why``), its ``rows`` and
-    ``findings`` (stronger readings of ours), and ``summary`` (one row of the batch table).
-    """
-    from bma_verify.numerics._validate import check_init, check_kernel, check_parents
 
+def _lemma3_result(facts: dict, pair_rows: list[dict]) -> dict:
+    """Verdict: every defined ratio I(x_h; x_h')/I(x_h; x_pa) < 1; findings: the ratio against δ(π) and Doeblin."""
+    positive = facts["hypothesis_eps_positive"]
+    informative = [r for r in pair_rows if math.isfinite(r["ratio"])]
+    max_ratio = max((r["ratio"] for r in informative), default=float("nan"))
+    ok = None if not positive or not informative else max_ratio < 1.0
+    findings = []
+    if informative:
+        for name in ("dobrushin", "doeblin"):
+            alpha = facts[name]
+            over = [r for r in informative if r["ratio"] > alpha]
+            findings.append({"statement": f"the ratio is at most {name} α = {alpha:.4g} on every pair",
+                             "status": "refuted" if over else "holds",
+                             "instance": None if not over else max(over, key=lambda r: r["ratio"] - alpha)})
+    return {"verdict": _verdict(ok), "why": None if positive else _why_zero(facts), "max_ratio": max_ratio,
+            "pairs": len(pair_rows), "uninformative_pairs": len(pair_rows) - len(informative),
+            "findings": findings, "rows": pair_rows}
+
+
+def _lemma4_result(facts: dict, pair_rows: list[dict]) -> dict:
+    """Verdict: every log-likelihood gap > 0 and equal to the MI gap plus E KL (to 1e-10)."""
+    positive = facts["hypothesis_eps_positive"]
+    gaps = [r["loglik_gap"] for r in pair_rows]
+    ok = None if not positive or not gaps else min(gaps) > 0 and max(
+        r["loglik_identity_error"] for r in pair_rows) <= 1e-10
+    return {"verdict": _verdict(ok), "why": None if positive else _why_zero(facts),
+            "min_gap": min(gaps, default=float("nan")),
+            "max_identity_error": max((r["loglik_identity_error"] for r in pair_rows), default=float("nan")),
+            "pairs": len(pair_rows)}
+
+
+def _thm2_result(facts: dict, pair_rows: list[dict]) -> dict:
+    """Per pair the gap Δ and the L at which Hoeffding's bound reaches :data:`THM2_TARGET_ERROR`; verdict Δ > 0."""
+    positive = facts["hypothesis_eps_positive"]
+    rows = []
+    if positive and facts["eps"] < 1.0:
+        for r in pair_rows:
+            gap = r["loglik_gap"]
+            L_needed = (2 * math.log(1 / facts["eps"]) ** 2 * math.log(1 / THM2_TARGET_ERROR) / gap ** 2
+                        if gap > 0 else float("inf"))
+            rows.append({"tree": r["tree"], "h": r["h"], "h_prime": r["h_prime"], "gap": gap,
+                         "L_for_error_0.05": L_needed})
+    ok = None if not positive else all(r["gap"] > 0 for r in rows)
+    return {"verdict": _verdict(ok), "why": None if positive else _why_zero(facts),
+            "max_L_for_error_0.05": max((r["L_for_error_0.05"] for r in rows), default=float("nan")), "rows": rows}
+
+
+def _thm3_result(kernel, swept, init) -> dict:
+    """Verdict: the J form ranks pa(h) first wherever it is not a tie; finding: the exact π̄ form does too."""
+    rows = _thm3_rows(kernel, swept, init)
+    decided = [r for r in rows if r["J_form"] != "tie"]
+    ok = None if not decided else all(r["J_form"] == "holds" for r in decided)
+    exact_violations = [r for r in rows if r["exact_form"] == "violation"]
+    return {
+        "verdict": _verdict(ok), "why": None if decided else "every position is a tie (J = 0: the kernel "
+                                                            "carries no information)",
+        "positions": len(rows), "ties": len(rows) - len(decided),
+        "J_form_violations": sum(r["J_form"] == "violation" for r in rows),
+        "findings": [{"statement": "the exact π̄ form also puts the largest gradient on pa(h)",
+                      "status": "refuted" if exact_violations else "holds",
+                      "instance": exact_violations[0] if exact_violations else None}],
+        "rows": rows}
+
+
+def _thm1_result(kernel, facts: dict, rng) -> dict:
+    """Verdict: the constructed A^(2) equals the BMA posterior within :data:`CONSTRUCTION_TOLERANCE`."""
+    if not facts["hypothesis_eps_positive"]:  # W_KQ = log π must be finite
+        return {"verdict": _verdict(None), "why": _why_zero(facts).replace(
+            "the hypothesis π ≥ ε > 0 is violated, so the statement does not apply",
+            "the construction sets W_KQ = log π, which is not finite")}
+    result = _construction(kernel, rng)
+    return {"verdict": _verdict(result["attention_error"] <= CONSTRUCTION_TOLERANCE), "why": None, **result}
+
+
+def _claim_result(claim: str, kernel, facts: dict, swept, init, pair_rows: list[dict], rng) -> dict:
+    if claim == "lemma3-strict-dpi":
+        return _lemma3_result(facts, pair_rows)
+    if claim == "lemma4-loglik-gap":
+        return _lemma4_result(facts, pair_rows)
+    if claim == "thm2-consistency":
+        return _thm2_result(facts, pair_rows)
+    if claim == "thm3-init-gradient":
+        return _thm3_result(kernel, swept, init)
+    return _thm1_result(kernel, facts, rng)
+
+
+def _checked_inputs(kernel, claims, init, parents, trees, H):
+    """Validate the arguments of :func:`check_kernel_claims` once: (kernel, parents, init) as arrays."""
     kernel = check_kernel(kernel, single=True)
     unknown = [c for c in claims if c not in KERNEL_CLAIMS]
     if unknown:
@@ -133,78 +216,29 @@ def check_kernel_claims(kernel, *, claims=KERNEL_CLAIMS, init=None, parents=None
         raise ValueError(f"trees must be an integer >= 1, got {trees!r}")
     if isinstance(H, bool) or not isinstance(H, int) or H < 3:
         raise ValueError(f"H must be an integer >= 3 (a non-parent candidate needs h >= 2), got {H!r}")
+    return kernel, parents, init
+
+
+def check_kernel_claims(kernel, *, claims=KERNEL_CLAIMS, init=None, parents=None, trees: int = 20, H: int = 6,
+                        seed: int = 0) -> dict:
+    """Every kernel claim in ``claims`` on one kernel; a JSON-ready dict (see the module docstring).
+
+    Returns
+    -------
+    dict with ``facts`` (:func:`kernel_facts`), ``init`` (the law used, or "stationary"), ``trees`` (the parent
+    arrays swept), per claim a ``verdict`` ("holds", "fails" or "not applicable" with ``why``), its ``rows`` and
+    ``findings`` (stronger readings of ours), and ``summary`` (one row of the batch table).
+    """
+    kernel, parents, init = _checked_inputs(kernel, claims, init, parents, trees, H)
     rng = np.random.default_rng(seed)
     facts = kernel_facts(kernel)
-    swept = _trees(parents, trees, H, rng)
-    positive = facts["hypothesis_eps_positive"]
-    why_zero = (f"π has a zero entry (min π = {facts['eps']:g}): the hypothesis π ≥ ε > 0 is violated, so the "
-                "statement does not apply (log π = −∞ there)")
+    swept = _trees(parents, trees, H, rng)  # drawn first: the construction's contexts come after
     out = {"facts": facts, "init": "stationary" if init is None else init.tolist(),
            "trees": [p.tolist() for p in swept], "claims": {}}
     pair_rows = _lemma3_rows(kernel, swept, init) if {"lemma3-strict-dpi", "lemma4-loglik-gap",
                                                       "thm2-consistency"} & set(claims) else []
-    informative = [r for r in pair_rows if math.isfinite(r["ratio"])]
     for claim in claims:
-        if claim == "lemma3-strict-dpi":
-            max_ratio = max((r["ratio"] for r in informative), default=float("nan"))
-            ok = None if not positive or not informative else max_ratio < 1.0
-            findings = []
-            if informative:
-                for name in ("dobrushin", "doeblin"):
-                    alpha = facts[name]
-                    over = [r for r in informative if r["ratio"] > alpha]
-                    findings.append({"statement": f"the ratio is at most {name} α = {alpha:.4g} on every pair",
-                                     "status": "refuted" if over else "holds",
-                                     "instance": None if not over else max(over, key=lambda r: r["ratio"] - alpha)})
-            out["claims"][claim] = {"verdict": _verdict(ok), "why": None if positive else why_zero,
-                                    "max_ratio": max_ratio, "pairs": len(pair_rows),
-                                    "uninformative_pairs": len(pair_rows) - len(informative),
-                                    "findings": findings, "rows": pair_rows}
-        elif claim == "lemma4-loglik-gap":
-            gaps = [r["loglik_gap"] for r in pair_rows]
-            ok = None if not positive or not gaps else min(gaps) > 0 and max(
-                r["loglik_identity_error"] for r in pair_rows) <= 1e-10
-            out["claims"][claim] = {"verdict": _verdict(ok), "why": None if positive else why_zero,
-                                    "min_gap": min(gaps, default=float("nan")),
-                                    "max_identity_error": max((r["loglik_identity_error"] for r in pair_rows),
-                                                              default=float("nan")),
-                                    "pairs": len(pair_rows)}
-        elif claim == "thm2-consistency":
-            rows = []
-            if positive and facts["eps"] < 1.0:
-                for r in pair_rows:
-                    gap = r["loglik_gap"]
-                    L_needed = (2 * math.log(1 / facts["eps"]) ** 2 * math.log(1 / THM2_TARGET_ERROR) / gap ** 2
-                                if gap > 0 else float("inf"))
-                    rows.append({"tree": r["tree"], "h": r["h"], "h_prime": r["h_prime"], "gap": gap,
-                                 "L_for_error_0.05": L_needed})
-            ok = None if not positive else all(r["gap"] > 0 for r in rows)
-            out["claims"][claim] = {"verdict": _verdict(ok), "why": None if positive else why_zero,
-                                    "max_L_for_error_0.05": max((r["L_for_error_0.05"] for r in rows),
-                                                                default=float("nan")), "rows": rows}
-        elif claim == "thm3-init-gradient":
-            rows = _thm3_rows(kernel, swept, init)
-            decided = [r for r in rows if r["J_form"] != "tie"]
-            ok = None if not decided else all(r["J_form"] == "holds" for r in decided)
-            exact_violations = [r for r in rows if r["exact_form"] == "violation"]
-            out["claims"][claim] = {
-                "verdict": _verdict(ok), "why": None if decided else "every position is a tie (J = 0: the kernel "
-                                                                    "carries no information)",
-                "positions": len(rows), "ties": len(rows) - len(decided),
-                "J_form_violations": sum(r["J_form"] == "violation" for r in rows),
-                "findings": [{"statement": "the exact π̄ form also puts the largest gradient on pa(h)",
-                              "status": "refuted" if exact_violations else "holds",
-                              "instance": exact_violations[0] if exact_violations else None}],
-                "rows": rows}
-        elif claim == "thm1-construction":
-            if not positive:  # W_KQ = log π must be finite
-                out["claims"][claim] = {"verdict": _verdict(None), "why": why_zero.replace(
-                    "the hypothesis π ≥ ε > 0 is violated, so the statement does not apply",
-                    "the construction sets W_KQ = log π, which is not finite")}
-                continue
-            result = _construction(kernel, rng)
-            ok = result["attention_error"] <= CONSTRUCTION_TOLERANCE
-            out["claims"][claim] = {"verdict": _verdict(ok), "why": None, **result}
+        out["claims"][claim] = _claim_result(claim, kernel, facts, swept, init, pair_rows, rng)
     verdicts = {c: out["claims"][c]["verdict"] for c in claims}
     out["summary"] = {"d": facts["d"], "eps": facts["eps"], "d_eps": facts["d_eps"], "dobrushin": facts["dobrushin"],
                       "doeblin": facts["doeblin"], **verdicts}
@@ -223,8 +257,6 @@ NAT_FIELDS = {"lemma3-strict-dpi": ("mi_parent", "mi_candidate", "loglik_gap", "
 def in_units(result: dict, units: str) -> dict:
     """``result`` of :func:`check_kernel_claims` with every nat-valued field (:data:`NAT_FIELDS`) in ``units``
     (a copy; ``"nats"`` returns it unchanged), and ``result["units"]`` naming them."""
-    import copy
-
     if units not in UNITS:
         raise ValueError(f"units must be one of {', '.join(UNITS)}, got {units!r}")
     out = copy.deepcopy(result)
@@ -246,40 +278,8 @@ def in_units(result: dict, units: str) -> dict:
     return out
 
 
-def load_kernels(path) -> dict[str, np.ndarray]:
-    """Kernels from one file (.npy, .csv, .json), a .npz with many, or a folder of such files, keyed by name."""
-    from bma_verify.reports.cli import load_kernel
-
-    path = Path(path)
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".npy", ".csv", ".json", ".npz"))
-        if not files:
-            raise ValueError(f"--kernel folder {path} holds no .npy, .csv, .json or .npz file")
-        out = {}
-        for file in files:
-            out.update({f"{file.name}:{k}" if file.suffix == ".npz" else file.name: v
-                        for k, v in load_kernels(file).items()})
-        return out
-    if path.suffix.lower() == ".npz":
-        if not path.is_file():
-            raise ValueError(f"--kernel file {path} does not exist")
-        from bma_verify.numerics._validate import check_kernel
-
-        with np.load(path, allow_pickle=False) as archive:
-            return {name: check_kernel(archive[name], name=f"kernel {name!r} of --kernel {path}", single=True)
-                    for name in archive.files}
-    return {path.name: load_kernel(path)}
-
-
 def write_table(rows: list[dict], out_dir, *, force: bool = False) -> list[Path]:
     """kernels.csv and kernels.json (one row per kernel) in ``out_dir``, atomically; never overwritten silently."""
-    import csv
-    import io
-    import json
-
-    from bma_verify.reports.builder import write_text_atomic
-    from bma_verify.reports.core import jsonable
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     columns = list(dict.fromkeys(k for row in rows for k in row))

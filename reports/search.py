@@ -31,26 +31,23 @@ import os
 from pathlib import Path
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, configuration, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import target as hypothesis_target
 from hypothesis import strategies as st
 
 from bma_verify.numerics import strategies as bst
-from bma_verify.numerics.claims import (LEMMA3_CANDIDATES, TIE_ATOL, VIOLATION_RTOL, instance_record, lemma3_check_pair,
-                             lemma3_pairs, sdpi_coefficients, thm3_check_position)
+from bma_verify.numerics.claim_sweeps import TIE_ATOL, VIOLATION_RTOL, instance_record
+from bma_verify.numerics.dpi_sweep import LEMMA3_CANDIDATES, lemma3_check_pair, lemma3_pairs, sdpi_coefficients
+from bma_verify.numerics.init_gradient_sweep import thm3_check_position
 
 TARGETS = ("lemma3", "thm3")
 DEFAULT_ALPHA = "dobrushin"  # δ(π): the uniform α of the lemma's usual proof, not a theorem for ancestor pairs
 
 
-#: Counterexamples found by this search, kept so that reports and tests re-check them. The first was found by
-#: ``bma-verify search lemma3 --seed 0 --budget 1500`` (alpha "dobrushin") and shrunk by Hypothesis: with a
-#: non-stationary μ₀ and h' an ancestor of pa(h) (x_1 → x_3 → x_4), I(x_4; x_1) / I(x_4; x_3) = 0.4848536 exceeds
-#: δ(π) = 0.484375 (confirmed at 50 digits with mpmath in tests/test_search.py). The Doeblin bound 0.96875 holds.
-#: The second, on the plain chain x_0 → x_1 → x_2, came from a grid scan over binary kernels and μ₀ after the
-#: full-tier sweep had found 5 such violations (all with h' an ancestor of pa(h) and a non-stationary μ₀):
-#: I(x_2; x_0)/I(x_2; x_1) = 0.584 against δ(π) = 0.2195, so δ(π) fails by a factor 2.7, not by rounding.
+#: Counterexamples found by this search (and one grid scan), kept so that reports and tests re-check them: two to
+#: Lemma 3 with α = δ(π) (h' an ancestor of pa(h), non-stationary μ₀), one to Theorem 3's exact π̄ form.
+#: How each was found, with its numbers: docs/notes/search-counterexamples.md.
 KNOWN_COUNTEREXAMPLES = (
     {"target": "lemma3", "kernel": [[0.5, 0.5], [0.015625, 0.984375]], "parents": [-1, 0, 0, 1, 3],
      "init": [0.5, 0.5], "h": 4, "h_prime": 1, "alpha": "dobrushin",
@@ -58,10 +55,6 @@ KNOWN_COUNTEREXAMPLES = (
     {"target": "lemma3", "kernel": [[0.22, 0.78], [0.0005, 0.9995]], "parents": [-1, 0, 1],
      "init": [0.032, 0.968], "h": 2, "h_prime": 0, "alpha": "dobrushin",
      "found_by": "grid scan of binary chains x_0 -> x_1 -> x_2 with non-stationary init"},
-    # Theorem 3, exact π̄ form: ``bma-verify search thm3 --seed 2 --budget 1000`` shrank to this chain
-    # x_0 → x_1 → x_2 → x_3 with μ₀ = e_0; moving μ₀ to (0.9, 0.05, 0.05) keeps the violation: at h = 3 the
-    # expected init gradients are (0.0436, −0.0821, 0.0385), so x_0 beats the true parent x_2, while the J form
-    # ranks the parent first and the stationary μ₀ gives the parent a clear lead (margin 0.084).
     {"target": "thm3", "kernel": [[0.015625, 0.96875, 0.015625], [0.015625, 0.015625, 0.96875],
                                   [0.015625, 0.6510416666666666, 0.3333333333333333]],
      "parents": [-1, 0, 1, 2], "init": [0.9, 0.05, 0.05], "h": 3, "form": "exact",
@@ -87,7 +80,7 @@ def _check_alpha(alpha):
 
 
 def _lemma3_tolerance(mi_parent: float) -> float:
-    # as in numerics.claims: relative rounding of the ratio grows like 1e-15 / I(x_h; x_pa)
+    # as in numerics.dpi_sweep: relative rounding of the ratio grows like 1e-15 / I(x_h; x_pa)
     return VIOLATION_RTOL + 1e-14 / max(mi_parent, 1e-300)
 
 
@@ -129,8 +122,6 @@ def default_cache_dir() -> Path:
 def _hypothesis_home(cache_dir):
     """Point Hypothesis' storage directory (default ``./.hypothesis``) at ``cache_dir/hypothesis`` for the
     duration, then restore whatever it was (a test session's own setting, say)."""
-    from hypothesis import configuration
-
     before = vars(configuration).get("__hypothesis_home_directory")  # module global: not name-mangled
     configuration.set_hypothesis_home_dir(Path(cache_dir).expanduser() / "hypothesis")
     try:
@@ -155,6 +146,102 @@ def _instances(max_d: int, max_H: int, min_eps: float, init: str):
         return st.tuples(kernels, trees, st.none())
     return kernels.flatmap(lambda k: st.tuples(st.just(k), trees,
                                                bst.init_distributions(k.shape[0], min_mass=FULL_SUPPORT_MASS)))
+
+
+def _check_search_arguments(target: str, budget, alpha, form: str, init: str) -> None:
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"budget must be a positive integer number of examples; got {budget!r}")
+    if target == "thm3" and alpha is not None:
+        raise ValueError("alpha applies to the lemma3 search only")
+    if form not in ("exact", "approximate"):
+        raise ValueError(f"form must be 'exact' or 'approximate'; got {form!r}")
+    if init not in INIT_MODES:
+        raise ValueError(f"init must be one of {', '.join(INIT_MODES)}; got {init!r}")
+
+
+def _offer_closest(state: dict, score: float, make_instance) -> None:
+    """Keep the instance of the best score seen so far (the closest call when nothing is found)."""
+    if score > state["closest_score"]:
+        state["closest_score"], state["closest"] = score, make_instance()
+
+
+def _lemma3_property(state: dict, alpha):
+    """The Hypothesis property of the Lemma 3 search: the worst pair's ratio − α stays within rounding of 0."""
+    def property_(instance) -> None:
+        kernel, parents, mu0 = instance
+        state["examples"] += 1
+        worst = _lemma3_worst_pair(kernel, parents, mu0, alpha)
+        if worst is None:
+            return
+        hypothesis_target(worst["excess"], label="ratio - alpha")
+
+        def make():
+            return instance_record("lemma3", kernel, parents, mu0, h=worst["h"], h_prime=worst["h_prime"],
+                                   alpha=alpha, ratio=worst["ratio"], alpha_value=worst["alpha_value"],
+                                   relation=worst["relation"])
+
+        _offer_closest(state, worst["excess"], make)
+        if worst["excess"] > _lemma3_tolerance(worst["mi_parent"]):
+            state["failure"] = make()
+            raise _Violation(json.dumps(state["failure"]))
+    return property_
+
+
+def _thm3_worst_position(kernel, parents, mu0, form: str) -> tuple[dict | None, float]:
+    """The position with the smallest margin relative to the gradients' size, ties and uninformative parents
+    left out: (its :func:`thm3_check_position` output or None, the relative margin)."""
+    worst, worst_relative = None, math.inf
+    for h in range(2, parents.shape[0]):
+        out = thm3_check_position(kernel, parents, h, mu0)
+        spread = float(np.abs(out[form]).max())
+        if abs(out[f"margin_{form}"]) <= TIE_ATOL * max(1.0, spread) or out["i_chi2"] <= TIE_ATOL:
+            continue  # a tie, or a parent that carries no information about x_h: not a violation
+        # the margin relative to the gradients' size: near-zero-information kernels have tiny margins
+        # that say nothing, so the search is steered by the relative margin
+        relative = out[f"margin_{form}"] / spread
+        if relative < worst_relative:
+            worst, worst_relative = out, relative
+    return worst, worst_relative
+
+
+def _thm3_property(state: dict, form: str):
+    """The Hypothesis property of the Theorem 3 search: the true parent keeps the largest expected gradient."""
+    def property_(instance) -> None:
+        kernel, parents, mu0 = instance
+        state["examples"] += 1
+        worst, worst_relative = _thm3_worst_position(kernel, parents, mu0, form)
+        if worst is None:
+            return
+        hypothesis_target(-worst_relative, label="-relative margin")
+
+        def make():
+            return instance_record("thm3", kernel, parents, mu0, h=worst["h"], form=form,
+                                   margin=worst[f"margin_{form}"], relative_margin=worst_relative)
+
+        _offer_closest(state, -worst_relative, make)
+        if worst[f"margin_{form}"] < 0:
+            state["failure"] = make()
+            raise _Violation(json.dumps(state["failure"]))
+    return property_
+
+
+def _falsified(strategy, property_, *, budget: int, seed: int, quiet: bool, cache_dir) -> bool:
+    """Run ``property_`` on at most ``budget`` examples of ``strategy``: True when Hypothesis found (and shrank)
+    a violation."""
+    test = given(strategy)(property_)
+    test = settings(max_examples=budget, database=None, deadline=None, derandomize=False,
+                    verbosity=Verbosity.quiet if quiet else Verbosity.normal, print_blob=False,
+                    phases=(Phase.generate, Phase.target, Phase.shrink),
+                    suppress_health_check=list(HealthCheck))(test)
+    test = hypothesis_seed(seed)(test)
+    try:
+        with _hypothesis_home(default_cache_dir() if cache_dir is None else cache_dir):
+            test()
+    except _Violation:
+        return True  # the last failing call was the shrunk example, so the recorded failure is minimal
+    return False
 
 
 def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=None, init: str = "any",
@@ -183,85 +270,16 @@ def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=No
     ``closest`` (the best score seen and its instance: the largest ratio − α, or the largest −margin/max|g|) and
     ``message`` (one line for the command).
     """
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise ValueError(f"budget must be a positive integer number of examples; got {budget!r}")
-    if target == "thm3" and alpha is not None:
-        raise ValueError("alpha applies to the lemma3 search only")
-    if form not in ("exact", "approximate"):
-        raise ValueError(f"form must be 'exact' or 'approximate'; got {form!r}")
-    if init not in INIT_MODES:
-        raise ValueError(f"init must be one of {', '.join(INIT_MODES)}; got {init!r}")
+    _check_search_arguments(target, budget, alpha, form, init)
     alpha = _check_alpha(alpha) if target == "lemma3" else None
     state = {"examples": 0, "closest": None, "closest_score": -math.inf, "failure": None}
-
-    def record(score: float, make_instance) -> None:
-        if score > state["closest_score"]:
-            state["closest_score"], state["closest"] = score, make_instance()
-
     if target == "lemma3":
         strategy = _instances(max_d=4, max_H=7, min_eps=1e-3, init=init)
-
-        def property_(instance) -> None:
-            kernel, parents, mu0 = instance
-            state["examples"] += 1
-            worst = _lemma3_worst_pair(kernel, parents, mu0, alpha)
-            if worst is None:
-                return
-            hypothesis_target(worst["excess"], label="ratio - alpha")
-
-            def make():
-                return instance_record("lemma3", kernel, parents, mu0, h=worst["h"], h_prime=worst["h_prime"],
-                                       alpha=alpha, ratio=worst["ratio"], alpha_value=worst["alpha_value"],
-                                       relation=worst["relation"])
-
-            record(worst["excess"], make)
-            if worst["excess"] > _lemma3_tolerance(worst["mi_parent"]):
-                state["failure"] = make()
-                raise _Violation(json.dumps(state["failure"]))
+        property_ = _lemma3_property(state, alpha)
     else:
         strategy = _instances(max_d=4, max_H=6, min_eps=1e-3, init=init)  # d^H <= 4096 configurations
-
-        def property_(instance) -> None:
-            kernel, parents, mu0 = instance
-            state["examples"] += 1
-            worst, worst_relative = None, math.inf
-            for h in range(2, parents.shape[0]):
-                out = thm3_check_position(kernel, parents, h, mu0)
-                spread = float(np.abs(out[form]).max())
-                if abs(out[f"margin_{form}"]) <= TIE_ATOL * max(1.0, spread) or out["i_chi2"] <= TIE_ATOL:
-                    continue  # a tie, or a parent that carries no information about x_h: not a violation
-                # the margin relative to the gradients' size: near-zero-information kernels have tiny margins
-                # that say nothing, so the search is steered by the relative margin
-                relative = out[f"margin_{form}"] / spread
-                if relative < worst_relative:
-                    worst, worst_relative = out, relative
-            if worst is None:
-                return
-            hypothesis_target(-worst_relative, label="-relative margin")
-
-            def make():
-                return instance_record("thm3", kernel, parents, mu0, h=worst["h"], form=form,
-                                       margin=worst[f"margin_{form}"], relative_margin=worst_relative)
-
-            record(-worst_relative, make)
-            if worst[f"margin_{form}"] < 0:
-                state["failure"] = make()
-                raise _Violation(json.dumps(state["failure"]))
-
-    test = given(strategy)(property_)
-    test = settings(max_examples=budget, database=None, deadline=None, derandomize=False,
-                    verbosity=Verbosity.quiet if quiet else Verbosity.normal, print_blob=False,
-                    phases=(Phase.generate, Phase.target, Phase.shrink),
-                    suppress_health_check=list(HealthCheck))(test)
-    test = hypothesis_seed(seed)(test)
-    found = False
-    try:
-        with _hypothesis_home(default_cache_dir() if cache_dir is None else cache_dir):
-            test()
-    except _Violation:
-        found = True  # the last failing call was the shrunk example, so state["failure"] is minimal
+        property_ = _thm3_property(state, form)
+    found = _falsified(strategy, property_, budget=budget, seed=seed, quiet=quiet, cache_dir=cache_dir)
     counterexample = state["failure"] if found else None
     closest = {"score": state["closest_score"], "instance": state["closest"]}
     if found:
@@ -296,17 +314,25 @@ def check_instance(instance: dict) -> dict:
     init = None if instance.get("init") is None else np.asarray(instance["init"], dtype=np.float64)
     h = int(instance["h"])
     if target == "lemma3":
-        if "h_prime" not in instance:
-            raise ValueError("instance must have an 'h_prime' field for target 'lemma3'")
-        alpha = _check_alpha(instance.get("alpha"))
-        out = lemma3_check_pair(kernel, parents, h, int(instance["h_prime"]), init)
-        alpha_value = alpha if isinstance(alpha, float) else out["alphas"][alpha]
-        holds = not out["ratio"] > alpha_value + _lemma3_tolerance(out["mi_parent"])
-        return {"target": target, "holds": bool(holds), "ratio": out["ratio"], "alpha": alpha,
-                "alpha_value": float(alpha_value), "alphas": out["alphas"], "relation": out["relation"],
-                "h": h, "h_prime": int(instance["h_prime"]), "verdict": "pass" if holds else "fail",
-                "summary": f"I(x_h; x_h')/I(x_h; x_pa) = {out['ratio']:.6g} {'≤' if holds else '>'} "
-                           f"α = {alpha_value:.6g} ({alpha}); h={h}, h'={instance['h_prime']}, {out['relation']}"}
+        return _check_lemma3_instance(instance, kernel, parents, h, init)
+    return _check_thm3_instance(instance, kernel, parents, h, init)
+
+
+def _check_lemma3_instance(instance: dict, kernel, parents, h: int, init) -> dict:
+    if "h_prime" not in instance:
+        raise ValueError("instance must have an 'h_prime' field for target 'lemma3'")
+    alpha = _check_alpha(instance.get("alpha"))
+    out = lemma3_check_pair(kernel, parents, h, int(instance["h_prime"]), init)
+    alpha_value = alpha if isinstance(alpha, float) else out["alphas"][alpha]
+    holds = not out["ratio"] > alpha_value + _lemma3_tolerance(out["mi_parent"])
+    return {"target": "lemma3", "holds": bool(holds), "ratio": out["ratio"], "alpha": alpha,
+            "alpha_value": float(alpha_value), "alphas": out["alphas"], "relation": out["relation"],
+            "h": h, "h_prime": int(instance["h_prime"]), "verdict": "pass" if holds else "fail",
+            "summary": f"I(x_h; x_h')/I(x_h; x_pa) = {out['ratio']:.6g} {'≤' if holds else '>'} "
+                       f"α = {alpha_value:.6g} ({alpha}); h={h}, h'={instance['h_prime']}, {out['relation']}"}
+
+
+def _check_thm3_instance(instance: dict, kernel, parents, h: int, init) -> dict:
     form = instance.get("form", "exact")
     if form not in ("exact", "approximate"):
         raise ValueError(f"instance['form'] must be 'exact' or 'approximate'; got {form!r}")
@@ -316,7 +342,7 @@ def check_instance(instance: dict) -> dict:
     tie = abs(margin) <= TIE_ATOL * scale
     uninformative = out["i_chi2"] <= TIE_ATOL  # x_pa carries no information about x_h: no parent can be found
     holds = tie or uninformative or margin > 0
-    return {"target": target, "holds": bool(holds), "tie": bool(tie), "uninformative_parent": bool(uninformative),
+    return {"target": "thm3", "holds": bool(holds), "tie": bool(tie), "uninformative_parent": bool(uninformative),
             "i_chi2_parent": out["i_chi2"], "form": form, "h": h,
             "parent": out["parent"], "margin_exact": out["margin_exact"],
             "margin_approximate": out["margin_approximate"], "exact": out["exact"].tolist(),

@@ -2,6 +2,7 @@
 import json
 
 import pytest
+import torch
 
 from bma_verify.model._common import prepare_run_dir
 from bma_verify.reports import cli
@@ -31,8 +32,6 @@ def test_prepare_run_dir_rejects_a_file_and_accepts_an_empty_folder(tmp_path):
 
 
 def test_train_rejects_a_missing_device_and_bad_threads(capsys):
-    import torch
-
     if not torch.cuda.is_available():
         assert cli.main(["train", "--preset", "fig2", "--device", "cuda", "--steps", "1", "--quiet"]) == 2
         assert "no CUDA device" in capsys.readouterr().err
@@ -41,8 +40,6 @@ def test_train_rejects_a_missing_device_and_bad_threads(capsys):
 
 
 def test_check_device_is_refused_without_cuda_and_outside_claim_checks(tmp_path, capsys):
-    import torch
-
     if not torch.cuda.is_available():  # refused before any check runs
         assert cli.main(["check", "exp-robustness", "--device", "cuda", "--quiet"]) == 2
         assert "no CUDA device" in capsys.readouterr().err
@@ -73,7 +70,7 @@ def test_search_with_a_planted_alpha_writes_an_instance_that_check_rechecks(tmp_
 
 
 def test_user_input_errors_are_one_line_and_exit_2(tmp_path, capsys):
-    # each bad input names the file and the problem, with no traceback (issue: errors a user can act on)
+    # each bad input names the file and the problem, with no traceback (errors a user can act on)
     cases = {
         "missing instance": ["check", "--instance", str(tmp_path / "nope.json")],
         "broken json": ["check", "--instance", str(tmp_path / "broken.json")],
@@ -102,8 +99,6 @@ def test_unwritable_report_folder_is_one_line_and_exit_2(tmp_path, capsys):
 
 def test_train_resume_names_the_field_that_differs_and_resolves_auto_device(tmp_path, capsys):
     # the checkpoint stores the device it was asked for; "auto" and "cpu" are the same device on a CPU machine
-    import torch
-
     out = tmp_path / "run"
     args = ["train", "--preset", "fig2", "--tier", "quick", "--steps", "2", "--out", str(out), "--quiet",
             "--device", "cpu"]

@@ -1,13 +1,15 @@
 """`bma-verify check --kernel`: the kernel claims on a user's own kernel (reports.kernel_report)."""
 import json
+import math
 import warnings
 
 import numpy as np
 import pytest
 
-import numerics as nm
+from bma_verify import numerics as nm
 from bma_verify.reports import cli
-from bma_verify.reports.kernel_report import check_kernel_claims, load_kernels, write_table
+from bma_verify.reports.io import load_kernels
+from bma_verify.reports.kernel_report import check_kernel_claims, in_units, write_table
 from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
 
 THM3_INSTANCE = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3")
@@ -104,8 +106,6 @@ def test_kernel_input_errors(tmp_path, capsys):
 def test_units_bits_converts_the_information_quantities_and_nothing_else(tmp_path, capsys):
     # reference: mutual_information in bits = the nat value / ln 2 (dit's convention is bits: log base 2); ratios,
     # χ² quantities and the Hoeffding L do not depend on the base
-    import math
-
     rng = np.random.default_rng(5)
     kernel = nm.random_kernel(3, eps=0.05, rng=rng)
     parents = np.array([-1, 0, 1, 1, 2])
@@ -135,10 +135,6 @@ def test_units_bits_converts_the_information_quantities_and_nothing_else(tmp_pat
 def test_units_bits_scales_a_row_shared_with_a_finding_once():
     # a refuted finding's instance is the swept row itself: in bits it must equal that row, each scaled once
     # (reference: the nat result divided by ln 2)
-    import math
-
-    from bma_verify.reports.kernel_report import in_units
-
     known = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "lemma3" and len(i["parents"]) == 3)  # δ(π)
     nats = check_kernel_claims(known["kernel"], claims=("lemma3-strict-dpi",), parents=known["parents"],
                                init=known["init"])

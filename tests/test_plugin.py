@@ -8,9 +8,12 @@ import sys
 import textwrap
 import zlib
 
+import numpy as np
 import pytest
+from hypothesis import settings
 
 from bma_verify.numerics import pytest_plugin
+from bma_verify.numerics.task import random_kernel
 
 # The user's test file: it records what it saw in report.json (next to it) for the assertions below.
 USER_TESTS = textwrap.dedent('''
@@ -144,9 +147,6 @@ def test_plugin_refuses_an_unknown_profile_and_keeps_settings_when_unset(tmp_pat
     assert seen["plugin"] is True
     # the fixtures' stream depends only on the test id and --bma-seed (default 0): this kernel is the one the
     # same test would draw in any other run, recomputed here from the documented seeding
-    import numpy as np
-    from bma_verify.numerics.task import random_kernel
-
     assert seen["seed"] == zlib.crc32(b"test_user.py::test_kernel_fixture")
     expected = random_kernel(3, eps=0.01, rng=np.random.default_rng(seen["seed"]))
     assert np.array_equal(np.array(seen["kernel"]), expected)
@@ -169,8 +169,6 @@ def test_plugin_leaves_the_settings_alone_when_no_profile_is_named(tmp_path, ci)
 
 def test_this_suite_loads_the_profile_through_the_plugin():
     # Reference: tests/conftest.py no longer registers profiles; the plugin's are the ones loaded here.
-    from hypothesis import settings
-
     assert set(pytest_plugin.PROFILES) <= set(settings._profiles)
     expected = os.environ.get("HYPOTHESIS_PROFILE") or "bma-dev"
     assert settings.get_current_profile_name() == expected

@@ -1,11 +1,16 @@
 """The counterexample search (reports.search) finds and shrinks planted violations; instances re-check."""
+import itertools
 import json
 
+import mpmath
 import numpy as np
 import pytest
 
-import numerics as nm
-from bma_verify.reports.search import check_instance, run_search
+from bma_verify import numerics as nm
+from bma_verify.numerics.enumeration import brute_force_joint
+from bma_verify.numerics.gradient import chi2_gain
+from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES, check_instance, run_search
+from tests.test_gradient import brute_force_init_gradient
 
 
 def test_search_finds_and_shrinks_a_planted_wrong_alpha():
@@ -96,12 +101,6 @@ def test_search_init_modes_draw_the_requested_laws(init):
 def test_known_dobrushin_counterexample_is_real_at_50_digits():
     # the stored search counterexample re-checks as a violation, and an independent 50-digit enumeration
     # over all 2^5 sequences (mpmath, no floats, no LCA formula) confirms ratio > δ(π) = 31/64
-    import itertools
-
-    import mpmath
-
-    from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
-
     instance = KNOWN_COUNTEREXAMPLES[0]
     assert not check_instance(instance)["holds"]
     mpmath.mp.dps = 50
@@ -128,9 +127,6 @@ def test_known_dobrushin_counterexample_is_real_at_50_digits():
 def test_chain_counterexample_to_dobrushin_is_far_from_rounding():
     # second stored counterexample: the plain chain x_0 → x_1 → x_2; the ratio from the brute-force joints
     # (all 2^3 sequences, no LCA formula) exceeds δ(π) by far more than any rounding
-    from bma_verify.numerics.enumeration import brute_force_joint
-    from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
-
     instance = KNOWN_COUNTEREXAMPLES[1]
     kernel, parents, init = (np.array(instance[k]) for k in ("kernel", "parents", "init"))
     ratio = (nm.mutual_information(brute_force_joint(kernel, parents, [0, 2], init))
@@ -145,10 +141,6 @@ def test_thm3_exact_form_counterexample_is_confirmed_by_finite_differences():
     # real loss (tests/test_gradient.py, no closed form): a non-parent candidate has the larger expected
     # gradient under this non-stationary μ₀, the parent leads under the stationary law, and the J form
     # (exact, from pairwise joints) still ranks the parent first
-    from bma_verify.numerics.gradient import chi2_gain
-    from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
-    from tests.test_gradient import brute_force_init_gradient
-
     instance = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3")
     kernel, parents, init = (np.array(instance[k]) for k in ("kernel", "parents", "init"))
     h = instance["h"]

@@ -1,6 +1,11 @@
 """`bma-verify search` output and files: --json gives JSON alone on stdout, and no .hypothesis/ is left in the
 working directory (Hypothesis' files go under --cache-dir or the default cache directory)."""
 import json
+import os
+import subprocess
+import sys
+
+from hypothesis.configuration import storage_directory
 
 from bma_verify.reports import cli, search
 
@@ -14,7 +19,7 @@ def _spy_on_cache_dir(monkeypatch) -> list:
         seen.append(cache_dir)
         return real(*args, cache_dir=cache_dir, **kwargs)
 
-    monkeypatch.setattr(search, "run_search", spy)
+    monkeypatch.setattr(cli, "run_search", spy)  # the name the command calls
     return seen
 
 
@@ -69,8 +74,6 @@ def test_default_cache_dir_honours_the_environment(tmp_path, monkeypatch):
 def test_search_restores_hypothesis_storage_directory(tmp_path):
     # Reference: Hypothesis' own storage_directory() before the search; the redirection must not leak into the
     # rest of the process (a test session's database, say).
-    from hypothesis.configuration import storage_directory
-
     before = storage_directory(intent_to_write=False).path
     with search._hypothesis_home(tmp_path / "c"):
         assert storage_directory(intent_to_write=False).path == tmp_path / "c" / "hypothesis"
@@ -91,10 +94,6 @@ def test_search_help_says_where_hypothesis_files_go(capsys):
 def test_a_fresh_search_process_writes_hypothesis_files_to_the_cache_not_the_cwd(tmp_path):
     # Reference: the files on disk after a search in a new process (where Hypothesis' caches start empty, so it
     # does write): none under cwd/.hypothesis, Hypothesis' under --cache-dir/hypothesis; stdout parses as JSON.
-    import os
-    import subprocess
-    import sys
-
     work, cache = tmp_path / "work", tmp_path / "cache"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", search.CACHE_ENV)}

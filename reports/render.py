@@ -1,0 +1,352 @@
+"""Render a report's results (the results.json dict) as REPORT.md and as one self-contained report.html.
+
+Rendering reads only the results: the builder decides verdicts, this module lays them out. The summary labels
+(:func:`verdict_label`, :func:`finding_line`) are shared with ``bma-verify check``'s printed table.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+
+from latex2mathml.converter import convert
+from PIL import Image
+
+from bma_verify.reports.core import verdict_counts
+
+VERDICT_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "error": "ERROR"}
+#: A reproduction's verdict is about the experiment under the readings it names, not about the paper's wording.
+REPRODUCTION_MARK = {"pass": "REPRODUCED", "fail": "NOT REPRODUCED"}
+
+BEYOND_TITLE = "Beyond the paper"
+BEYOND_TEXT = ("Our extensions (`ext-*`), not the paper's claims: the k-parent DAG task of the paper's open question 1, "
+               "with the same readings and controls as the rest. `footnote1-selective-induction` is the paper's own "
+               "claim about another task (its footnote 1). A FAIL here answers a question of ours, not the paper's.")
+
+_MARKDOWN_INTRO = (
+    "Each claim is stated as this package reads it; the paper's own wording is paraphrased, since its full text "
+    "is not public. How to read a verdict: only checks that read the claim **as stated** (the paper's wording "
+    "in its most faithful precise form) or as a **reproduction** (a trained experiment, under the choices it "
+    "names) decide it. A **stronger** reading is a sharper statement of ours; it gives a *finding* (holds, "
+    "refuted with its instance, or open) and never fails the paper. Every check also runs a **negative "
+    "control**, an input known to be false, in the same run; a check whose control is not rejected, or whose "
+    "trained run has not converged, reads inconclusive, never pass. Losses and information are in nats.")
+_HTML_INTRO = (
+    "<p>Only checks that read a claim <b>as stated</b> or as a <b>reproduction</b> decide its verdict; a "
+    "<b>stronger</b> reading of ours gives a finding and never fails the paper. Every check runs a negative "
+    "control in the same run; one whose control is not rejected, or whose trained run has not converged, "
+    "cannot pass. Losses and information are in nats.</p>")
+
+_CSS = """body{font-family:system-ui,sans-serif;max-width:64em;margin:2em auto;line-height:1.45;color:#222}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
+.pass{color:#176f2c;font-weight:bold}.fail{color:#b00020;font-weight:bold}.inconclusive{color:#a66b00;font-weight:bold}
+.error{color:#6a1b9a;font-weight:bold}pre{background:#f6f6f6;padding:.5em;overflow-x:auto}img{max-width:100%}
+math[display=block]{margin:.4em 0;overflow-x:auto;max-width:100%}nav ol{columns:2}
+figure{margin:.6em 0}figcaption{font-size:.85em;color:#555}"""
+
+
+# ----------------------------------------------------------------------------------------- values and labels
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list) and len(value) > 8:
+        return "[" + ", ".join(_fmt(v) for v in value[:8]) + f", … ({len(value)} values)]"
+    if isinstance(value, list):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def _flatten(measured: dict, prefix: str = "") -> list[tuple[str, object]]:
+    rows = []
+    for key, value in measured.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows.extend(_flatten(value, name + "."))
+        else:
+            rows.append((name, value))
+    return rows
+
+
+def _starts_beyond(claims: list[dict], claim: dict) -> bool:
+    """Is ``claim`` the first of the "beyond" section (after at least one of the paper's claims or alone)?"""
+    beyond = [c for c in claims if c.get("section") == "beyond"]
+    return bool(beyond) and claim is beyond[0]
+
+
+def verdict_label(claim: dict) -> str:
+    """The claim's verdict as the summary shows it.
+
+    A failure that comes only from ``reproduction`` checks reads ``NOT REPRODUCED under …`` with the choices the
+    paper leaves open: it is never a bare FAIL of the paper. An inconclusive verdict carries its reason.
+    """
+    deciding = [c for c in claim["checks"] if c["reading"] != "stronger"]
+    failing = [c for c in deciding if c["verdict"] == "fail"]
+    label = VERDICT_MARK[claim["verdict"]]
+    if claim["verdict"] == "fail" and all(c["reading"] == "reproduction" for c in failing):
+        label = REPRODUCTION_MARK["fail"]
+    elif claim["verdict"] == "pass" and deciding and all(c["reading"] == "reproduction" for c in deciding):
+        label = REPRODUCTION_MARK["pass"]
+    readings = [a for a in claim.get("assumptions", []) if a.startswith("reading ")]
+    if readings and claim["verdict"] in ("pass", "fail", "inconclusive"):
+        # "reading R1: <what it assumes>: <outcome>" -> "reading R1: <outcome>"; the details are in the section
+        label += " (" + "; ".join(f"{r.split(':')[0]}: {r.rsplit(': ', 1)[-1]}" for r in readings) + ")"
+    if claim["verdict"] in ("inconclusive", "error") and claim.get("reasons"):
+        label += " (" + "; ".join(claim["reasons"]) + ")"
+    return label
+
+
+def finding_line(finding: dict) -> str:
+    instance = ", 1 instance" if finding.get("instance") and finding["status"] == "refuted" else ""
+    return f"finding: {finding['statement']} ({finding['status']}{instance})"
+
+
+def control_counts(claim: dict) -> str:
+    """'n/m rejected' over the checks that ran a control (a cited check counts where it ran)."""
+    own = [c for c in claim["checks"] if not c.get("cites")]
+    rejected = sum(bool(c["control"] and c["control"]["rejected"]) for c in own)
+    return f"{rejected}/{len(own)} rejected"
+
+
+def summary_counts(claims: list[dict]) -> str:
+    """'9 pass, 1 fail, 2 inconclusive, 1 error' over claims: errors are counted apart from verdicts."""
+    return verdict_counts(c["verdict"] for c in claims)
+
+
+def _check_verdict_text(check: dict) -> str:
+    text = check["verdict"]
+    if check.get("reason"):
+        text += f" ({check['reason']})"
+    return text
+
+
+def _control_text(control: dict | None) -> str:
+    if control is None:
+        return "none (so this check cannot pass)"
+    return (f"{control['description']}: measured {_fmt(control['measured'])}; "
+            f"{'rejected' if control['rejected'] else 'NOT rejected (the check does not discriminate)'}")
+
+
+# ------------------------------------------------------------------------------------------------- REPORT.md
+
+def _markdown_header(results: dict) -> list[str]:
+    env = results["environment"]
+    return [
+        "# bma-verify verification report", "",
+        f"Tier **{results['tier']}**, seed {results['seed']}, package {results['package_version']}, "
+        f"started {results['started']}, {results['seconds']:.1f} s.", "",
+        f"Environment: Python {env['python']}, NumPy {env['numpy']}, SciPy {env['scipy']}, SymPy {env['sympy']}, "
+        f"PyTorch {env['torch']} ({env.get('torch_threads')} torch threads), {env['machine']} × {env['cpu_count']} "
+        f"CPUs, GPU: {env['gpu'] or 'none'}.", "",
+        _MARKDOWN_INTRO, "",
+        f"Claims: {summary_counts(results['claims'])}.", "",
+        "## Summary", "", "| claim | verdict | findings | controls | checks |", "|---|---|---|---|---|",
+    ]
+
+
+def _markdown_summary_rows(claims: list[dict]) -> list[str]:
+    lines = []
+    for claim in claims:
+        checks = ", ".join(f"{c['kind']} ({c['reading']}): {c['verdict']}" for c in claim["checks"]) or "none"
+        findings = "<br>".join(finding_line(f) for f in claim["findings"]) or "—"
+        if _starts_beyond(claims, claim):
+            lines.append(f"| **{BEYOND_TITLE}** | | | | |")
+        lines.append(f"| [`{claim['id']}`](#{claim['id']}) | {verdict_label(claim)} | {findings} | "
+                     f"{control_counts(claim)} | {checks} |")
+    return lines
+
+
+def _markdown_evidence(check: dict) -> list[str]:
+    """A check's control, assumptions, threshold, derivation, measured values, tables, figures and instance."""
+    lines = ["", f"Negative control: {_control_text(check['control'])}"]
+    if check["assumptions"]:
+        lines += ["", "Assumptions (choices the paper leaves open): " + "; ".join(check["assumptions"])]
+    if check["threshold"] is not None:
+        lines += ["", f"Threshold: {_fmt(check['threshold'])}"]
+    if check["derivation"]:
+        lines += ["", "Derivation:"]
+        for caption, latex in check["derivation"]:
+            lines += ["", f"- {caption}", "", "  $$", f"  {latex}", "  $$"]
+    measured = _flatten(check["measured"])
+    if measured:
+        lines += ["", "| measured | value |", "|---|---|"]
+        lines += [f"| {k} | {_fmt(v)} |" for k, v in measured]
+    for table in check["tables"]:
+        lines += ["", f"**{table['title']}**", "", "| " + " | ".join(table["columns"]) + " |",
+                  "|" + "---|" * len(table["columns"])]
+        lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in table["rows"]]
+    for fig in check["figures"]:
+        lines += ["", f"![{fig}](figures/{fig})"]
+    if check["instance"] is not None:
+        lines += ["", "Instance (re-check with `bma-verify check --instance FILE`):", "", "```json",
+                  json.dumps(check["instance"], indent=1), "```"]
+    return lines
+
+
+def _markdown_claim(claim: dict) -> list[str]:
+    lines = ["", f"## {claim['id']}", "", f"**Verdict: {verdict_label(claim)}**", "",
+             f"*Paper:* {claim['paper']}", "", f"*Statement checked:* {claim['statement']}"]
+    if claim["findings"]:
+        lines += ["", "Findings (statements of ours, not the paper's):", ""]
+        lines += [f"- **{f['status']}**: {f['statement']}" + (f" — {f['evidence']}" if f["evidence"] else "")
+                  for f in claim["findings"]]
+    for check in claim["checks"]:
+        lines += ["", f"### {check['kind']} ({check['reading']}) — {check['description']}", "",
+                  f"Verdict **{_check_verdict_text(check)}** in {check['seconds']:.2f} s. {check['summary']}"]
+        if not check.get("cites"):  # a citing check's evidence is shown where it ran
+            lines += _markdown_evidence(check)
+    return lines
+
+
+def render_markdown(results: dict) -> str:
+    """REPORT.md: the header, the summary table, then one section per claim with its checks' evidence."""
+    lines = _markdown_header(results) + _markdown_summary_rows(results["claims"])
+    for claim in results["claims"]:
+        if _starts_beyond(results["claims"], claim):
+            lines += ["", f"# {BEYOND_TITLE}", "", BEYOND_TEXT]
+        lines += _markdown_claim(claim)
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------- report.html
+
+def latex_to_mathml(latex: str) -> str:
+    """MathML for a LaTeX formula (converted at build time: browsers render it natively, offline).
+
+    A formula the converter cannot read is shown as escaped source in ``<pre class='raw-latex'>`` rather than
+    dropped, so a reader always sees it.
+    """
+    try:
+        mathml = convert(latex, display="block")
+    except Exception:  # noqa: BLE001 - a formula the converter does not know stays readable as source
+        return f"<pre class='raw-latex'>{html.escape(latex)}</pre>"
+    return mathml.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "")
+
+
+def display_png(path) -> bytes:
+    """The copy of a figure embedded in report.html: the PNG reduced to 256 colours (median cut, no dithering).
+
+    Heat maps and curves drawn from a colour map lose nothing visible, and the figures shrink about threefold, which
+    keeps the self-contained report under 2 MiB; the full-colour PNG and the SVG stay in figures/.
+    """
+    with Image.open(path) as image:
+        reduced = image.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    buffer = io.BytesIO()
+    reduced.save(buffer, "PNG", optimize=True)
+    return buffer.getvalue()
+
+
+def _embedded_image(figures_dir, name: str) -> str:
+    """An <img> whose PNG (:func:`display_png`) is embedded as a data URI, so report.html stands alone as one
+    file."""
+    e = html.escape
+    path = None if figures_dir is None else Path(figures_dir) / name
+    if path is not None and path.exists():
+        data = base64.b64encode(display_png(path)).decode("ascii")
+        source = f"data:image/png;base64,{data}"
+    else:  # rendering from results alone (no figure files at hand): point at the report's figures/ folder
+        source = f"figures/{e(name)}"
+    vector = Path(name).with_suffix(".svg").name
+    return (f"<figure><img src='{source}' alt='{e(name)}'><figcaption>figures/{e(name)} (vector copy: "
+            f"figures/{e(vector)})</figcaption></figure>")
+
+
+def _anchor(*parts) -> str:
+    return html.escape("-".join(str(p) for p in parts).replace(" ", "-").replace(":", "-"))
+
+
+def _html_header(results: dict) -> list[str]:
+    e = html.escape
+    env = results["environment"]
+    return ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>bma-verify report</title>",
+            f"<style>{_CSS}</style></head><body>", "<h1>bma-verify verification report</h1>",
+            f"<p>Tier <b>{e(results['tier'])}</b>, seed {results['seed']}, package {e(results['package_version'])}, "
+            f"started {e(results['started'])}, {results['seconds']:.1f} s. Python {e(env['python'])}, NumPy "
+            f"{e(str(env['numpy']))}, PyTorch {e(str(env['torch']))} ({e(str(env.get('torch_threads')))} threads), "
+            f"GPU: {e(str(env['gpu'] or 'none'))}.</p>",
+            _HTML_INTRO,
+            f"<p>Claims: {e(summary_counts(results['claims']))}.</p>",
+            "<nav><h2>Contents</h2><ol><li><a href='#summary'>Summary</a></li>" + "".join(
+                f"<li><a href='#{_anchor(c['id'])}'>{e(c['id'])}</a></li>" for c in results["claims"]) + "</ol></nav>",
+            "<h2 id='summary'>Summary</h2><table><tr><th>claim</th><th>verdict</th><th>findings</th>"
+            "<th>controls</th><th>checks</th></tr>"]
+
+
+def _html_summary_rows(claims: list[dict]) -> list[str]:
+    e = html.escape
+    parts = []
+    for claim in claims:
+        checks = "<br>".join(
+            f"<a href='#{_anchor(claim['id'], i, c['kind'])}'>{e(c['kind'])}</a> ({e(c['reading'])}): "
+            f"<span class='{c['verdict']}'>{e(c['verdict'])}</span>" for i, c in enumerate(claim["checks"])) or "none"
+        findings = "<br>".join(e(finding_line(f)) for f in claim["findings"]) or "—"
+        if _starts_beyond(claims, claim):
+            parts.append(f"<tr><th colspan='5'><a href='#beyond'>{e(BEYOND_TITLE)}</a></th></tr>")
+        parts.append(f"<tr><td><a href='#{_anchor(claim['id'])}'>{e(claim['id'])}</a></td>"
+                     f"<td class='{claim['verdict']}'>{e(verdict_label(claim))}</td><td>{findings}</td>"
+                     f"<td>{e(control_counts(claim))}</td><td>{checks}</td></tr>")
+    return parts
+
+
+def _html_evidence(check: dict, figures_dir) -> list[str]:
+    """The HTML twin of :func:`_markdown_evidence` (formulas as MathML, figures embedded)."""
+    e = html.escape
+    parts = [f"<p>Negative control: {e(_control_text(check['control']))}</p>"]
+    if check["assumptions"]:
+        parts.append(f"<p>Assumptions (choices the paper leaves open): {e('; '.join(check['assumptions']))}</p>")
+    if check["threshold"] is not None:
+        parts.append(f"<p>Threshold: {e(_fmt(check['threshold']))}</p>")
+    for caption, latex in check["derivation"]:
+        parts.append(f"<p>{e(caption)}</p>{latex_to_mathml(latex)}")
+    measured = _flatten(check["measured"])
+    if measured:
+        parts.append("<table><tr><th>measured</th><th>value</th></tr>" + "".join(
+            f"<tr><td>{e(k)}</td><td>{e(_fmt(v))}</td></tr>" for k, v in measured) + "</table>")
+    for table in check["tables"]:
+        parts.append(f"<p><b>{e(table['title'])}</b></p><table><tr>" +
+                     "".join(f"<th>{e(c)}</th>" for c in table["columns"]) + "</tr>" +
+                     "".join("<tr>" + "".join(f"<td>{e(_fmt(v))}</td>" for v in row) + "</tr>"
+                             for row in table["rows"]) + "</table>")
+    for fig in check["figures"]:
+        parts.append(_embedded_image(figures_dir, fig))
+    if check["instance"] is not None:
+        parts.append(f"<p>Instance (re-check with <code>bma-verify check --instance FILE</code>):</p>"
+                     f"<pre>{e(json.dumps(check['instance'], indent=1))}</pre>")
+    return parts
+
+
+def _html_claim(claim: dict, figures_dir) -> list[str]:
+    e = html.escape
+    parts = [f"<h2 id='{_anchor(claim['id'])}'>{e(claim['id'])} — <span class='{claim['verdict']}'>"
+             f"{e(verdict_label(claim))}</span></h2>", f"<p><i>Paper:</i> {e(claim['paper'])}</p>",
+             f"<p><i>Statement checked:</i> {e(claim['statement'])}</p>"]
+    if claim["findings"]:
+        parts.append("<p>Findings (statements of ours, not the paper's):</p><ul>" + "".join(
+            f"<li><b>{e(f['status'])}</b>: {e(f['statement'])}" + (f" — {e(f['evidence'])}" if f["evidence"]
+                                                                     else "") + "</li>"
+            for f in claim["findings"]) + "</ul>")
+    for i, check in enumerate(claim["checks"]):
+        parts += [f"<h3 id='{_anchor(claim['id'], i, check['kind'])}'>{e(check['kind'])} ({e(check['reading'])})"
+                  f" — {e(check['description'])}</h3>",
+                  f"<p><span class='{check['verdict']}'>{e(_check_verdict_text(check))}</span> in "
+                  f"{check['seconds']:.2f} s. {e(check['summary'])}</p>"]
+        if not check.get("cites"):  # a citing check's evidence is shown where it ran
+            parts += _html_evidence(check, figures_dir)
+    return parts
+
+
+def render_html(results: dict, figures_dir=None) -> str:
+    """One self-contained page: inline CSS, figures embedded (from ``figures_dir``), math rendered as MathML,
+    a table of contents and an anchor per claim and per check."""
+    parts = _html_header(results) + _html_summary_rows(results["claims"]) + ["</table>"]
+    for claim in results["claims"]:
+        if _starts_beyond(results["claims"], claim):
+            parts += [f"<h1 id='beyond'>{html.escape(BEYOND_TITLE)}</h1>",
+                      "<p>" + html.escape(BEYOND_TEXT).replace("`", "") + "</p>"]
+        parts += _html_claim(claim, figures_dir)
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

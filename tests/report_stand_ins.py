@@ -1,0 +1,91 @@
+"""Stand-in checks and claims for the report machinery's tests (test_reports, test_report_builder,
+test_report_render): each returns a fixed outcome, so a test reads what the builder and renderers make of it.
+
+They live in an importable module (not a test file) because ``--jobs`` workers import checks by module name.
+"""
+import os
+
+import matplotlib.pyplot as plt
+import pytest
+
+import bma_verify.reports.builder as builder
+from bma_verify.reports.core import CheckOutcome, Control
+from bma_verify.reports.registry import Check, Claim
+
+
+def passing_check(ctx):
+    path = ctx.figure_path("dummy.png")
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot(ctx.rng("dummy").random(5))
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    value = float(ctx.rng("dummy").random())
+    planted = 1.5  # a value above the threshold: the rule "value <= 1" must reject it
+    return CheckOutcome("pass" if value <= 1.0 else "fail", {"value": value}, threshold=1.0, summary="fine",
+                        figures=["dummy.png"], derivation=[("step", r"\frac{a}{b}")],
+                        control=Control("a planted value above 1", {"value": planted}, rejected=not planted <= 1.0))
+
+
+def failing_check(ctx):
+    return CheckOutcome("fail", {"ratio": 1.5}, threshold=1.0, summary="ratio above one",
+                        instance={"kernel": [[0.5, 0.5], [0.5, 0.5]]})
+
+
+def uncontrolled_check(ctx):
+    return CheckOutcome("pass", {"value": 0.5}, threshold=1.0, summary="passes, but nothing false was tried")
+
+
+def undiscriminating_check(ctx):
+    return CheckOutcome("pass", {"value": 0.5}, threshold=1.0, summary="passes, and so does its control",
+                        control=Control("a planted value the rule should reject", {"value": 0.9}, rejected=False))
+
+
+def unconverged_check(ctx):
+    return CheckOutcome("pass", {"gap": 0.01}, summary="a trained run below the threshold, not converged",
+                        control=Control("BMA on half the examples", {"gap": 0.2}, rejected=True), converged=False)
+
+
+def refuted_stronger_check(ctx):
+    return CheckOutcome("fail", {"ratio": 1.2}, summary="our sharper bound fails", instance={"kernel": [[1.0]]},
+                        control=Control("a bound below the ratio", {"ratio": 1.2}, rejected=True))
+
+
+def reproduction_fail_check(ctx):
+    return CheckOutcome("fail", {"gap": 0.7}, summary="the trend goes the other way under R1",
+                        control=Control("BMA itself", {"gap": 0.0}, rejected=True),
+                        assumptions=["reading R1: clipped offsets", "batch 256"], converged=True)
+
+
+def crashing_check(ctx):
+    raise RuntimeError("boom")
+
+
+def device_recording_check(ctx):
+    """Appends the context's device to the file $BMA_TEST_DEVICES (a file: under --jobs the check may run in
+    another process or thread than the test)."""
+    with open(os.environ["BMA_TEST_DEVICES"], "a") as f:
+        f.write(ctx.device + "\n")
+    return passing_check(ctx)
+
+
+def device_recording_check_2(ctx):  # a second function: --jobs runs each function once
+    return device_recording_check(ctx)
+
+
+def interrupting_check(ctx):
+    raise KeyboardInterrupt
+
+
+GOOD = Claim("good", "paper", "statement", (Check("exact", passing_check, "d"),))
+BAD = Claim("bad", "paper", "statement", (Check("exact", passing_check, "d"),
+                                          Check("monte-carlo", failing_check, "d")))
+CRASH = Claim("crash", "paper", "statement", (Check("exact", crashing_check, "d"),))
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """The builder sees only GOOD, BAD and CRASH."""
+    claims = (GOOD, BAD, CRASH)
+    monkeypatch.setattr(builder, "CLAIMS", claims)
+    monkeypatch.setattr(builder, "get_claim", lambda cid: {c.id: c for c in claims}[cid])
+    return claims
