@@ -1,16 +1,21 @@
-"""Run every benchmark module (benchmarks/bench_*.py) on one core, each printing ratios measured in one run."""
+"""Run every benchmark module (benchmarks/bench_*.py) on one core, each printing ratios measured in one run.
+
+Run from the repository root (``python -m benchmarks [NAME ...]``, ``make bench``): the benchmarks are a folder of
+the repository, not part of the installed package.
+"""
 import importlib
 import os
 import pkgutil
 import sys
 
-from bma_verify import benchmarks
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before NumPy and torch start their thread pools
+
+import torch  # noqa: E402
+
+import benchmarks  # noqa: E402
 
 
 def main(names=None) -> None:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    import torch
-
     torch.set_num_threads(1)
     modules = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__) if m.name.startswith("bench_"))
     for name in modules:

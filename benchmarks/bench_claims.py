@@ -1,4 +1,4 @@
-"""Claim-sweep benchmarks (issue 4 targets), measured in one run on one core.
+"""Claim-sweep benchmarks (the targets of the Lemma 3 and Theorem 3 sweeps), measured in one run on one core.
 
 - Lemma 3 sweep: (kernel, tree, μ₀, pair) checks per second for d ≤ 5, H ≤ 10 (target ≥ 1e4/s), with the
   vectorised candidates (ratio, η_χ² and δ of the channel, δ(π), Doeblin, Lemma 4 identity); the numerical
@@ -12,10 +12,13 @@ import time
 
 import numpy as np
 
+from bma_verify.numerics.claim_sweeps import _item_rng, draw_instance
+from bma_verify.numerics.dpi_sweep import LEMMA3_RANGES, lemma3_pairs, lemma3_sweep_chunk
+from bma_verify.numerics.gradient import init_gradient
+from bma_verify.numerics.task import random_kernel, random_parents
+
 
 def _lemma3_rate(n_instances: int, compute_sdpi: bool) -> tuple[float, int, float]:
-    from bma_verify.numerics.claims import lemma3_sweep_chunk
-
     start = time.perf_counter()
     result = lemma3_sweep_chunk(0, 0, n_instances, compute_sdpi=compute_sdpi)
     seconds = time.perf_counter() - start
@@ -24,9 +27,7 @@ def _lemma3_rate(n_instances: int, compute_sdpi: bool) -> tuple[float, int, floa
 
 def _dit_rate(n_pairs: int) -> float:
     """Pairs per second when the two mutual informations of each pair are computed by dit from the joints."""
-    import dit
-
-    from bma_verify.numerics.claims import LEMMA3_RANGES, _item_rng, draw_instance, lemma3_pairs
+    import dit  # optional (the test extra): only this comparison needs it
 
     joints = []
     index = 0
@@ -44,9 +45,6 @@ def _dit_rate(n_pairs: int) -> float:
 
 
 def main() -> None:
-    from bma_verify.numerics.gradient import init_gradient
-    from bma_verify.numerics.task import random_kernel, random_parents
-
     rate, pairs, seconds = _lemma3_rate(2000, compute_sdpi=False)
     print(f"lemma3 sweep (vectorised candidates): {rate:,.0f} checks/s ({pairs} pairs in {seconds:.2f} s); "
           f"target >= 10,000/s: {'met' if rate >= 1e4 else 'NOT met'}")

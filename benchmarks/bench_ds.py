@@ -1,5 +1,5 @@
-"""DS benchmarks (issue 6): the exact DS posterior for 10^4 contexts, against a per-context loop; the sampler;
-one best-bilinear fit; one training step of each DS model (both FFN variants).
+"""DS benchmarks (``prop2-ds-quadratic``): the exact DS posterior for 10^4 contexts, against a per-context loop;
+the sampler; one best-bilinear fit; one training step of each DS model (both FFN variants).
 
 Target: ds_parent_posterior for 10^4 contexts at d = 5, H = 10, L = 10 in under 1 s (one core).
 """
@@ -9,9 +9,10 @@ import math
 import time
 
 import numpy as np
+import torch
 
 from benchmarks.timing import best_of
-
+from bma_verify.model.ds import SELECTORS, DSModel, DSModelConfig, training_batch
 from bma_verify.numerics.ds import ds_log_parent_posterior, ds_parent_posterior, random_orthogonal, sample_ds_task
 from bma_verify.numerics.ds_fit import fit_score
 
@@ -54,12 +55,8 @@ def main() -> None:
     print(f"fit_score (bilinear), 1000 contexts at L'=3: {time.perf_counter() - t0:.2f} s, {fit.n_iter} L-BFGS "
           f"iterations, gap {fit.gap:.4f} nats")
 
-    import torch
-
-    from bma_verify.model.ds import SELECTORS, DSModel, DSModelConfig, training_batch
-
     torch.set_num_threads(1)
-    # The FFN selector: the default (SwiGLU on each copied example, issue 14) and the earlier variant (GELU MLP
+    # The FFN selector: the default (SwiGLU on each copied example) and the earlier variant (GELU MLP
     # on the flattened copies, full-rank 150 x 150 query-key).
     variants = [(s, {}) for s in SELECTORS] + [("ffn", {"ffn_kind": "gelu", "ffn_per_slot": False, "ffn_spare": 0,
                                                         "ffn_hidden": 256})]

@@ -1,4 +1,4 @@
-"""Symbolic tier budget (issue 3): all symbolic checks of the quick tier, from a cold SymPy cache, under 60 s on
+"""Symbolic tier budget: all symbolic checks of the quick tier, from a cold SymPy cache, under 60 s on
 one core. Prints the time and its ratio to the budget, and the slowest derivations."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What standard attention can reach on the k-parent DAG task (issue 15 §3; ``ext-dag-families``, ours).
+"""What standard attention can reach on the k-parent DAG task (claim ``ext-dag-families``, ours).
 
 Each family below is a set of laws Q_h over the candidate parent sets of position h (the colex list of
 :func:`numerics.dag_candidate_sets`; row h >= k reads the first C(h, k) sets), computed from *exact* copies of the

@@ -1,4 +1,4 @@
-"""Does gradient descent find k-parent BMA? (issue 15 §3; ``ext-dag-training``, ours, a reproduction).
+"""Does gradient descent find k-parent BMA? (claim ``ext-dag-training``, ours, a reproduction).
 
 Two models share the tree model's copier (:class:`model.structured.StructuredTransformer`: K RPE heads, each copying
 one context example's token at the query's position) and differ in the second layer:

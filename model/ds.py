@@ -1,4 +1,4 @@
-"""Two-layer models for continuous tokens (the DS task, SPEC.md §4 ``prop2-ds-quadratic``), in one file.
+"""Two-layer models for continuous tokens (the DS task of claim ``prop2-ds-quadratic``), in one file.
 
 Input: ``x`` (B, L+1, H, d), examples in raster order, the query example last. Contexts with fewer examples
 L' < L are given with the oldest L − L' examples set to zero: a zero copy adds nothing to a bilinear score
@@ -13,10 +13,11 @@ same as having L' examples (one model serves every L' <= L).
   Proposition 2 is about the selector's score family, and the copier is exact in that limit either way. The
   ``ds`` preset trains the learned copier.
 * Layer 2, the **selector** over h' < h of the query example, one of
-  ``bilinear``: score = Σ_k v^{kᵀ}_{h'} W v^k_h (one d×d block W shared by the slots, as in SPEC.md §3);
+  ``bilinear``: score = Σ_k v^{kᵀ}_{h'} W v^k_h (one d×d block W shared by the slots: the tree model's
+  block-diagonal W_KQ);
   ``key-norm``: the same plus c Σ_k ‖v^k_{h'}‖², the key-only quadratic term of the exact posterior;
   ``ffn``: an FFN with residual, then standard query-key attention q·k/√d_head (q = u W_Q + b_Q,
-  k = u W_K + b_K, full rank over the residual width). By default (issue 14) the FFN is LLaMA's gated FFN
+  k = u W_K + b_K, full rank over the residual width). By default the FFN is LLaMA's gated FFN
   (SwiGLU, no biases) applied to each copied example v^k (zero-padded with ``ffn_spare`` spare residual
   dimensions: u^k = [v^k, 0] + FFN([v^k, 0])), and the score is Σ_k q(u^k_h)·k(u^k_{h'}), the weights shared by
   the K slots as the bilinear W is. ``ffn_per_slot=False`` applies it to the flattened copies instead (one
@@ -28,12 +29,8 @@ same as having L' examples (one model serves every L' <= L).
 
 The ``ffn`` model keeps the copier of the structured models (its layer 1 is not learned from scratch); it
 answers the question the paper leaves open, whether an FFN between the layers lets a standard query-key
-attention produce the missing key-only term. Measured (exact copier, L' ~ U{1..30}, Adam with cosine decay,
-hidden 16, 2 spare dimensions; the report's ``prop2_ffn_closes_gap``): max L_pa gap over L' = 1..30 0.0016
-(seed 0) and 0.0012 nats (seed 1) after 1500 steps of batch 256 at lr 0.02; 0.0074 / 0.0124 over 8 values of
-L' after 400 steps of batch 128 at lr 0.05. What did not close it in the same budgets (seed 0): the flattened
-variant (one 150-wide residual, full-rank 150×150 query-key) at 0.17 (SwiGLU) and 0.13 (GELU) after 250
-steps; the per-slot GELU MLP at 0.079 after 250 steps (it does close it given 1000 steps: 0.0044).
+attention produce the missing key-only term. History of its runs (what closed the gap, what did not):
+docs/notes/prop2-ds-quadratic.md.
 """
 from __future__ import annotations
 
@@ -47,11 +44,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm import tqdm
 
 from bma_verify.model._common import prepare_run_dir, torch_save_atomic, write_json_atomic
 from bma_verify.numerics.bma import parent_accuracy, parent_loss
-from bma_verify.numerics.ds import (check_orthogonal, check_rho, ds_log_parent_posterior, ds_predictive_mean, posterior_kl,
-                         random_orthogonal, sample_ds_task)
+from bma_verify.numerics.ds import (
+    check_orthogonal,
+    check_rho,
+    ds_log_parent_posterior,
+    ds_predictive_mean,
+    posterior_kl,
+    random_orthogonal,
+    sample_ds_task,
+)
 from bma_verify.numerics.ds_fit import mean_and_se
 
 SELECTORS = ("bilinear", "key-norm", "ffn")
@@ -62,14 +67,13 @@ FFN_KINDS = ("gelu", "swiglu")
 @dataclass
 class DSModelConfig:
     """Sizes of a DS model. ``L`` is the largest number of context examples (K = L copier heads)."""
-
     d: int = 5
     H: int = 10
     L: int = 30
     selector: str = "bilinear"  # one of SELECTORS
     copier: str = "learned"  # "learned": RPE heads from the construction; "exact": the β → ∞ limit, v^k_h = x^{L+1−k}_h
     beta: float = 10.0  # copier inverse temperature; the learned copier starts at the construction
-    # The FFN selector (issue 14): by default LLaMA's gated FFN on each copied example, with 2 spare residual
+    # The FFN selector (the paper's open question 3): by default LLaMA's gated FFN on each copied example, with 2 spare residual
     # dimensions, query-key full rank over the residual width, weights shared by the K slots like the bilinear W.
     ffn_kind: str = "swiglu"  # "swiglu": W_down(SiLU(W_gate u) ⊙ W_up u), no biases; "gelu": nanoGPT's MLP
     ffn_per_slot: bool = True  # True: FFN and query-key act on each copied example (width d + spare), the scores
@@ -106,7 +110,6 @@ class DSModelConfig:
 
 class VectorCopier(nn.Module):
     """Layer 1: K = L relative-position heads copying, for each query position h, one vector per head."""
-
     def __init__(self, cfg: DSModelConfig):
         super().__init__()
         L, H = cfg.L, cfg.H
@@ -144,7 +147,6 @@ class VectorCopier(nn.Module):
 
 class FFN(nn.Module):
     """Two-layer GELU MLP applied per position (nanoGPT's MLP, without dropout)."""
-
     def __init__(self, width: int, hidden: int):
         super().__init__()
         self.fc = nn.Linear(width, hidden)
@@ -158,7 +160,6 @@ class SwiGLU(nn.Module):
     """Gated FFN applied per position, as in LLaMA (Shazeer 2020, "GLU variants"): W_down(SiLU(W_gate u) ⊙ W_up u),
     no biases. Nothing in it is specific to the DS task: the product of two linear maps of u is what lets it
     form quadratic features of u (SiLU(z)·z + SiLU(−z)·(−z) = z²), which a GELU MLP can only approximate."""
-
     def __init__(self, width: int, hidden: int):
         super().__init__()
         self.gate = nn.Linear(width, hidden, bias=False)
@@ -180,7 +181,6 @@ def _causal_log_softmax(scores: torch.Tensor) -> torch.Tensor:
 
 class DSModel(nn.Module):
     """Copier → selector (bilinear, key-norm or FFN + query-key) → linear read-out of the mean."""
-
     def __init__(self, cfg: DSModelConfig):
         super().__init__()
         self.cfg = cfg
@@ -274,7 +274,6 @@ def torch_threads(n: int | None):
 @dataclass
 class TrainConfig:
     """Optimisation of the DS models: Adam with cosine decay; the FFN selector has its own rate."""
-
     steps: int = 1500
     batch_size: int = 256
     lr: float = 0.02
@@ -331,8 +330,6 @@ def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: TrainConfig, *, de
 
 def _train_loop(models, opts, scheds, losses, A, rho, cfg, train, rng, device, quiet) -> float:
     """The shared-batch training loop of :func:`train_ds_models`; returns the seconds it took."""
-    from tqdm import tqdm
-
     t0 = time.perf_counter()
     for _ in tqdm(range(train.steps), disable=quiet, desc="train ds models"):
         x = torch.as_tensor(training_batch(A, rho, cfg, train.batch_size, rng), dtype=torch.float32,
@@ -401,7 +398,6 @@ class DSExperiment:
     """The ``ds`` preset: d = 5, H = 10, ρ = 0.5, training L' ~ U{1..30} (L = 30 copier heads), A drawn from
     the seed; evaluated at L' = 1..30. ρ = 0.5 puts the best-bilinear gap's peak at small L' (≈ 3) and its
     closing near L' ≈ 20, the shape the paper reports."""
-
     d: int = 5
     H: int = 10
     L: int = 30
@@ -412,6 +408,12 @@ class DSExperiment:
     n_eval: int = 2000
     copier: str = "learned"
     ffn: dict = field(default_factory=dict)  # DSModelConfig overrides of the FFN selector (ffn_kind, ffn_hidden, ...)
+
+
+def evaluation_rng(seed: int) -> np.random.Generator:
+    """The evaluation contexts' stream of training seed ``seed``: every model evaluated with it sees the same
+    contexts (a paired comparison)."""
+    return np.random.default_rng(np.random.SeedSequence([seed, 7]))
 
 
 def _model_config(exp: DSExperiment, selector: str) -> DSModelConfig:
@@ -440,10 +442,9 @@ def run_ds_experiment(exp: DSExperiment, *, A=None, device="auto", quiet: bool =
             models[cfg.selector], histories[cfg.selector] = model, h
     metrics = {}
     for selector in exp.selectors:
-        eval_rng = np.random.default_rng(np.random.SeedSequence([exp.train.seed, 7]))
         metrics[selector] = {"history": histories[selector],
                              "eval": evaluate_ds_model(models[selector], A, exp.rho, exp.L_values,
-                                                       n_eval=exp.n_eval, rng=eval_rng)}
+                                                       n_eval=exp.n_eval, rng=evaluation_rng(exp.train.seed))}
     return {"config": asdict(exp), "A": A.tolist(), "models": models, "metrics": metrics}
 
 

@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -33,8 +34,6 @@ def _save(fig, path) -> str:
 
 
 def _integer_ticks(ax) -> None:
-    from matplotlib.ticker import MaxNLocator
-
     ax.xaxis.set_major_locator(MaxNLocator(nbins=7, integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(nbins=7, integer=True))
 

@@ -1,4 +1,4 @@
-"""The 2-simplicial (trilinear) construction for k-parent DAGs (issue 15 §3; ``ext-dag-construction``, ours).
+"""The 2-simplicial (trilinear) construction for k-parent DAGs (claim ``ext-dag-construction``, ours).
 
 Layer 1 is the tree model's copier, reused as it is (:class:`model.structured.StructuredTransformer`'s
 ``copier_attention`` and ``copies``): K heads, each copying one context example's token at the query's position.
@@ -31,13 +31,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from bma_verify.model.structured import StructuredConfig, StructuredTransformer
-from bma_verify.numerics.dag import check_dag_kernels, dag_candidate_sets
+from bma_verify.numerics.dag import check_dag_kernels, dag_bma_predictive, dag_candidate_sets, dag_parent_posterior
 
 
 @dataclass
 class PairAttentionConfig:
     """Sizes of a :class:`PairAttentionTransformer`: the tree model's copier sizes plus the order k."""
-
     d: int
     k: int
     max_H: int
@@ -58,7 +57,6 @@ class PairAttentionConfig:
 
 class PairAttentionTransformer(StructuredTransformer):
     """The tree model's copier, then (k+1)-linear attention over candidate parent sets (module docstring)."""
-
     def __init__(self, config: PairAttentionConfig, *, generator: torch.Generator | None = None):
         super().__init__(config.copier(), generator=generator)
         self.pair_config = config
@@ -158,8 +156,6 @@ def construction_errors(kernels, context, query, betas, init=None, *, table=None
     """max |A − posterior| and max |f − BMA predictive| (rows h >= k) of :func:`pair_construction` at each β.
 
     Returns {"beta": [...], "posterior_error": [...], "predictive_error": [...]} (floats)."""
-    from bma_verify.numerics.dag import dag_bma_predictive, dag_parent_posterior
-
     kernels = check_dag_kernels(kernels)
     k = len(kernels)
     context, query = np.asarray(context), np.asarray(query)

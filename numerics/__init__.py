@@ -18,7 +18,7 @@ __all__ = [
     "stationary_distribution",
 ]
 
-# The k-parent DAG task (issue 15; ``ext-dag-*`` claims): k = 1 is the tree task above, bit for bit.
+# The k-parent DAG task (our extension; ``ext-dag-*`` claims): k = 1 is the tree task above, bit for bit.
 from bma_verify.numerics.dag import (DagTaskBatch, check_dag_kernels, check_parent_sets, dag_bma_loss, dag_bma_predictive,
                           dag_candidate_counts, dag_candidate_sets, dag_log_posterior, dag_oracle_loss,
                           dag_parent_posterior, dag_set_scores, encode_parent_values, parent_set_index,
@@ -27,11 +27,11 @@ from bma_verify.numerics.dag import (DagTaskBatch, check_dag_kernels, check_pare
 from bma_verify.numerics.dag_enumeration import (all_dags, brute_force_dag_joint, brute_force_dag_posterior,
                                       brute_force_dag_predictive, count_dags, dag_sequence_distribution,
                                       dag_sequence_log_likelihood)
-from bma_verify.numerics.dag_information import (DagLaw, dag_approximate_init_gradient, dag_chi2_gain, dag_init_gradient,
-                                      dag_joint_tensor, dag_lemma3_monte_carlo, dag_lemma3_sets, dag_lemma3_sweep,
-                                      dag_lemma4_monte_carlo, dag_lemma4_terms, dag_set_joint,
-                                      dag_thm3_check_position, dag_thm3_sweep, kernel_constants,
-                                      overlap_ratio_one_instance)
+from bma_verify.numerics.dag_gradient import (dag_approximate_init_gradient, dag_chi2_gain, dag_init_gradient,
+                                              dag_thm3_check_position, dag_thm3_sweep)
+from bma_verify.numerics.dag_law import DagLaw, dag_joint_tensor, dag_set_joint, overlap_ratio_one_instance
+from bma_verify.numerics.dag_lemma3 import dag_lemma3_monte_carlo, dag_lemma3_sets, dag_lemma3_sweep, kernel_constants
+from bma_verify.numerics.dag_lemma4 import dag_lemma4_monte_carlo, dag_lemma4_terms
 
 __all__ += [
     "DagTaskBatch", "check_dag_kernels", "check_parent_sets", "dag_bma_loss", "dag_bma_predictive",

@@ -1,7 +1,8 @@
 """Input validation shared by every public function of ``numerics``.
 
 Each checker returns the validated array (as float64 or int64) or raises ``ValueError`` naming the argument,
-what was expected, and what was received.
+what was expected, and what was received. Public functions validate their arguments once, at the boundary, and
+hand the validated arrays to internal helpers (a leading underscore), which trust them.
 """
 from __future__ import annotations
 
@@ -53,9 +54,16 @@ def check_kernel(kernel, name: str = "kernel", *, single: bool = False) -> np.nd
         worst = float(np.max(np.abs(rows - 1.0)))
         raise ValueError(f"{name} must be row-stochastic (each row sums to 1: kernel[i, j] = π(j | i)); "
                          f"worst row sum is off by {worst:.3g}")
-    if single and arr.ndim != 2:
-        raise ValueError(f"{name} must be a single (d, d) matrix, got shape {arr.shape}")
+    if single:
+        check_single_kernel(arr, name)
     return arr
+
+
+def check_single_kernel(kernel: np.ndarray, name: str = "kernel") -> np.ndarray:
+    """``kernel`` (already validated by :func:`check_kernel`) is one (d, d) matrix, not a batch."""
+    if kernel.ndim != 2:
+        raise ValueError(f"{name} must be a single (d, d) matrix, got shape {kernel.shape}")
+    return kernel
 
 
 def check_distribution(p, name: str) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Bayesian model averaging over parents (SPEC.md §2) and the losses every result is reported in.
+"""Bayesian model averaging over parents (docs/claims.md, "The task") and the losses every result is reported in.
 
 Claim ids served: ``bma-score-identity``, ``prop1-invariance``, ``thm2-consistency``.
 """
@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from bma_verify.numerics._validate import _finite_float_array, check_init, check_kernel, check_parents, check_tokens
-from bma_verify.numerics.task import stationary_distribution
+from bma_verify.numerics._validate import (_finite_float_array, check_init, check_kernel, check_parents,
+                                          check_single_kernel, check_tokens)
+from bma_verify.numerics.task import _stationary_distribution
 
 
 def _check_context(context, d: int) -> np.ndarray:
@@ -35,7 +36,11 @@ def selector_scores(W, context) -> np.ndarray:
         raise ValueError(f"W must be a square (d, d) matrix, got shape {W.shape}")
     if np.any(np.isnan(W)) or np.any(W == np.inf):
         raise ValueError("W must not contain NaN or +inf (−inf marks impossible transitions)")
-    context = _check_context(context, W.shape[0])
+    return _selector_scores(W, _check_context(context, W.shape[0]))
+
+
+def _selector_scores(W: np.ndarray, context: np.ndarray) -> np.ndarray:
+    """:func:`selector_scores` on a validated W and int64 context."""
     # pair[..., l, h, h'] = W[x^l_{h'}, x^l_h]
     pair = W[context[..., None, :], context[..., :, None]]  # (..., L, H, H)
     return pair.sum(axis=-3)
@@ -67,7 +72,12 @@ def selector_attention(W, context) -> np.ndarray:
     ValueError
         if some row has every candidate at −inf (the context is impossible under W).
     """
-    log_attention = causal_log_softmax(selector_scores(W, context))  # (..., H, H)
+    return _attention(selector_scores(W, context))
+
+
+def _attention(scores: np.ndarray) -> np.ndarray:
+    """The causal softmax of (..., H, H) scores; a ValueError when some row is impossible (every candidate −inf)."""
+    log_attention = causal_log_softmax(scores)  # (..., H, H)
     if np.any(np.isnan(log_attention)):
         raise ValueError("context is impossible under W: some position has zero likelihood for every candidate parent")
     return np.exp(log_attention)
@@ -91,7 +101,12 @@ def parent_posterior(kernel, context) -> np.ndarray:
     (..., H, H) float64; row h sums to one over h' < h (row 0 is zero); entries with h' >= h are zero.
     """
     kernel = check_kernel(kernel, single=True)
-    return selector_attention(_log_kernel(kernel), context)
+    return _parent_posterior(kernel, _check_context(context, kernel.shape[0]))
+
+
+def _parent_posterior(kernel: np.ndarray, context: np.ndarray) -> np.ndarray:
+    """:func:`parent_posterior` on a validated (d, d) kernel and int64 context."""
+    return _attention(_selector_scores(_log_kernel(kernel), context))
 
 
 def bma_predictive(kernel, context, query, init=None) -> np.ndarray:
@@ -110,6 +125,12 @@ def bma_predictive(kernel, context, query, init=None) -> np.ndarray:
     -------
     (..., H, d) float64.
     """
+    kernel, context, query, init = _check_predictive_arguments(kernel, context, query, init)
+    return _bma_predictive(kernel, context, query, init)
+
+
+def _check_predictive_arguments(kernel, context, query, init):
+    """The arguments of :func:`bma_predictive`, validated: (kernel (d, d), context, query, init law)."""
     kernel = check_kernel(kernel)
     d = kernel.shape[-1]
     query = check_tokens(query, d, "query")
@@ -117,14 +138,20 @@ def bma_predictive(kernel, context, query, init=None) -> np.ndarray:
     if query.shape != context.shape[:-2] + context.shape[-1:]:
         raise ValueError(f"query must have shape {context.shape[:-2] + context.shape[-1:]} "
                          f"(leading axes of context, then H); got {query.shape}")
-    init = stationary_distribution(kernel) if init is None else check_init(init, d)
-    posterior = parent_posterior(kernel, context)  # (..., H, H)
+    init = None if init is None else check_init(init, d)
+    kernel = check_single_kernel(kernel)
+    return kernel, context, query, _stationary_distribution(kernel) if init is None else init
+
+
+def _bma_predictive(kernel: np.ndarray, context: np.ndarray, query: np.ndarray, init: np.ndarray) -> np.ndarray:
+    """:func:`bma_predictive` on validated arrays."""
+    posterior = _parent_posterior(kernel, context)  # (..., H, H)
     predictive = posterior @ kernel[query]  # (..., H, H) @ (..., H, d) -> (..., H, d)
     predictive[..., 0, :] = init
     return predictive
 
 
-def _token_log_probs(probs, query) -> np.ndarray:
+def _check_probs_and_query(probs, query) -> tuple[np.ndarray, np.ndarray]:
     probs = _finite_float_array(probs, "probs")
     if probs.ndim < 2:
         raise ValueError(f"probs must have shape (..., H, d), got {probs.shape}")
@@ -133,19 +160,25 @@ def _token_log_probs(probs, query) -> np.ndarray:
     query = check_tokens(query, probs.shape[-1], "query")
     if query.shape != probs.shape[:-1]:
         raise ValueError(f"query must have shape {probs.shape[:-1]} to match probs {probs.shape}; got {query.shape}")
+    return probs, query
+
+
+def _query_loss(probs: np.ndarray, query: np.ndarray) -> float:
+    """:func:`query_loss` of validated probabilities (..., H, d) and int64 query tokens (..., H)."""
     picked = np.take_along_axis(probs, query[..., None], axis=-1)[..., 0]  # (..., H)
-    with np.errstate(divide="ignore"):
-        return np.log(picked[..., 1:])  # position 0 has no parent and is excluded from every loss
+    with np.errstate(divide="ignore"):  # position 0 has no parent and is excluded from every loss
+        return float(-np.mean(np.log(picked[..., 1:])))
 
 
 def query_loss(probs, query) -> float:
     """Mean over positions h >= 1 (and batch) of −log probs[..., h, query[h]], in nats per token."""
-    return float(-np.mean(_token_log_probs(probs, query)))
+    return _query_loss(*_check_probs_and_query(probs, query))
 
 
 def bma_loss(kernel, context, query) -> float:
     """Query loss of the BMA predictor: the floor no predictor beats in expectation."""
-    return query_loss(bma_predictive(kernel, context, query), query)
+    kernel, context, query, init = _check_predictive_arguments(kernel, context, query, None)
+    return _query_loss(_bma_predictive(kernel, context, query, init), query)
 
 
 def oracle_loss(kernel, parents, query) -> float:

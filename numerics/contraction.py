@@ -197,9 +197,9 @@ def kl_contraction_batch(input_laws, channels, seeds=None, *, steps: int = 300) 
         vertex_den = -np.log(np.where(support, p, 1.0))
     vertex = np.where(support & (vertex_den > 1e-12), vertex_num / np.where(vertex_den > 1e-12, vertex_den, 1.0), 0.0)
     best = np.where(support.sum(-1) >= 2, vertex.max(-1), 0.0)  # (N,)
-    best = np.maximum(best, chi2_contraction(p, channels))
+    best = np.maximum(best, _eta_chi2(p, channels))
 
-    u = np.linalg.svd(normalised_joint(p, channels))[0]  # (N, m, m)
+    u = np.linalg.svd(_normalised_joint(p, channels))[0]  # (N, m, m)
     direction = np.divide(u[..., 1], np.sqrt(p), out=np.zeros_like(p), where=support)  # (N, m)
     direction /= np.maximum(np.abs(direction).max(-1, keepdims=True), 1e-300)
     thetas = [4.0 * np.eye(m)[None].repeat(N, 0)]  # (N, m, m): towards each point mass

@@ -1,7 +1,6 @@
-"""The k-parent DAG task and its exact Bayesian model averaging (issue 15 §1; our extension, not the paper's).
+"""The k-parent DAG task and its exact Bayesian model averaging (our extension, not the paper's).
 
-Claim id served (proposed for the registry): ``ext-dag-posterior`` (exact set posterior = brute force; k = 1 is
-the tree task bit for bit).
+Claim id served: ``ext-dag-posterior`` (exact set posterior = brute force; k = 1 is the tree task bit for bit).
 
 The task
 --------
@@ -47,8 +46,15 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
-from bma_verify.numerics._validate import (_finite_float_array, SUM_TOL, check_init, check_positive_int, check_rng,
-                                check_tokens)
+from bma_verify.numerics._validate import (
+    SUM_TOL,
+    _finite_float_array,
+    check_init,
+    check_positive_int,
+    check_rng,
+    check_tokens,
+)
+from bma_verify.numerics.bma import query_loss
 from bma_verify.numerics.task import _draw_children, _draw_roots, _flat_cdf, random_kernel, stationary_distribution
 
 #: Largest candidate list handled (C(H, k) sets): bounds the (..., L, H, C) score tensor.
@@ -318,7 +324,6 @@ class DagTaskBatch(NamedTuple):
 
     parent_sets : (B, H, k) int64; context : (B, L, H) int64; query : (B, H) int64 (example L + 1).
     """
-
     parent_sets: np.ndarray
     context: np.ndarray
     query: np.ndarray
@@ -490,6 +495,4 @@ def dag_oracle_loss(kernels, parent_sets, query) -> float:
 
 def dag_bma_loss(kernels, context, query, init=None) -> float:
     """Mean over h >= 1 (and batch) of −log P_BMA(x^{L+1}_h | context, prefix), in nats per token."""
-    from bma_verify.numerics.bma import query_loss
-
     return query_loss(dag_bma_predictive(kernels, context, query, init), query)

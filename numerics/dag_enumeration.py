@@ -1,10 +1,10 @@
-"""Brute-force references for the k-parent DAG task (issue 15 §1): every DAG, every sequence.
+"""Brute-force references for the k-parent DAG task: every DAG, every sequence.
 
 Nothing here uses the factorisations the fast code of :mod:`numerics.dag` relies on (the posterior factorising
-over positions, the colex prefix structure, the product tensor of :mod:`numerics.dag_information`): each function
+over positions, the colex prefix structure, the product tensor of :mod:`numerics.dag_law`): each function
 writes down the full likelihood μ₀(x_0) Π_{h≥1} π_{|S_h|}(x_h | x_{S_h}) of whole sequences under whole DAGs and
 sums. They refuse sizes where enumeration is impractical. Claim ids served: ``ext-dag-posterior``,
-``ext-dag-lemma4-sets`` (proposed).
+``ext-dag-lemma4-sets``.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The continuous (DS) task of SPEC.md §4 ``prop2-ds-quadratic``: sampler, exact posterior, BMA and losses.
+"""The continuous (DS) task of claim ``prop2-ds-quadratic``: sampler, exact posterior, BMA and losses.
 
 Model: x_0 ~ N(0, I_d) and x_h = ρ Aᵀ x_pa(h) + √(1−ρ²) η with η ~ N(0, I_d), A orthogonal (fixed for a run),
 ρ ∈ (0, 1), and the same random recursive trees as the discrete task (pa(h) ~ U{0..h−1}). Every marginal is

@@ -1,4 +1,4 @@
-"""The best score of a given family against the exact DS posterior (SPEC.md §4 ``prop2-ds-quadratic``).
+"""The best score of a given family against the exact DS posterior (claim ``prop2-ds-quadratic``).
 
 A *bilinear* selector scores candidate h' for position h as Σ_l x^{lᵀ}_{h'} W x^l_h; the *key-norm* family
 adds c·Σ_l ‖x^l_{h'}‖². Proposition 2 says the exact posterior is in the key-norm family (W = ρ/(1−ρ²) A,
@@ -20,11 +20,19 @@ from typing import Callable, NamedTuple
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import log_softmax
+from tqdm import tqdm
 
 from bma_verify.numerics._validate import check_positive_int, check_rng
-from bma_verify.numerics.bma import causal_log_softmax
-from bma_verify.numerics.ds import (check_orthogonal, check_rho, check_vectors, ds_log_parent_posterior, ds_score_terms,
-                         posterior_kl, sample_ds_task)
+from bma_verify.numerics.bma import causal_log_softmax, parent_loss
+from bma_verify.numerics.ds import (
+    check_orthogonal,
+    check_rho,
+    check_vectors,
+    ds_log_parent_posterior,
+    ds_score_terms,
+    posterior_kl,
+    sample_ds_task,
+)
 
 
 def exact_score_parameters(A, rho) -> tuple[np.ndarray, float]:
@@ -75,7 +83,6 @@ def score_attention(W, context, key_norm_coef: float = 0.0) -> np.ndarray:
 
 class ScoreFit(NamedTuple):
     """Result of :func:`fit_score`: parameters, in-sample gap (nats per position) and optimiser status."""
-
     W: np.ndarray  # (d, d)
     key_norm_coef: float  # 0.0 for the bilinear family
     gap: float  # mean over fitting contexts and h >= 1 of KL(posterior ‖ attention)
@@ -156,8 +163,7 @@ def score_gap_curve(A, rho, H: int, L_values, *, n_fit: int, n_eval: int, rng, k
 
     Claim ``prop2-ds-quadratic`` (exact check). The fit starts from zero (uniform attention) whatever the
     target, so it is handed nothing: the objective is convex and the start only changes where L-BFGS stops
-    (starting at the exact bilinear part instead moved the in-sample gaps by < 1e-9 relative at L' <= 12 and
-    by < 1e-8 nats at every L' <= 30, d = 5, H = 10, ρ = 0.5, 800 contexts).
+    (history: docs/notes/prop2-ds-quadratic.md).
 
     Parameters
     ----------
@@ -172,8 +178,6 @@ def score_gap_curve(A, rho, H: int, L_values, *, n_fit: int, n_eval: int, rng, k
     ``key_norm_coef``, ``converged``, ``n_iter``, ``bma_parent_loss`` (L_pa of the target posterior on the
     evaluation contexts), ``fit_parent_loss``.
     """
-    from bma_verify.numerics.bma import parent_loss  # L_pa is defined once, for every setting
-
     A = check_orthogonal(A)
     rho = check_rho(rho)
     n_fit = check_positive_int(n_fit, "n_fit", 2)
@@ -182,7 +186,6 @@ def score_gap_curve(A, rho, H: int, L_values, *, n_fit: int, n_eval: int, rng, k
     log_posterior = ds_log_parent_posterior if target is None else target
     out = {k: [] for k in ("L", "gap_fit", "gap_fit_se", "gap_eval", "gap_eval_se", "W", "key_norm_coef",
                            "converged", "n_iter", "bma_parent_loss", "fit_parent_loss")}
-    from tqdm import tqdm
 
     for L in tqdm(list(L_values), disable=quiet, desc="bilinear fit" if not key_norm else "key-norm fit"):
         L = check_positive_int(int(L), "L_values entry", 1)

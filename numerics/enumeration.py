@@ -78,6 +78,12 @@ def sequence_log_likelihood(kernel, parents, sequences, init=None) -> np.ndarray
     parents = check_parents(parents, H=sequences.shape[-1])
     init = stationary_distribution(kernel) if init is None else check_init(init, d)
     sequences = check_tokens(sequences, d, "sequences").astype(np.int64)
+    return _sequence_log_likelihood(kernel, parents, sequences, init)
+
+
+def _sequence_log_likelihood(kernel: np.ndarray, parents: np.ndarray, sequences: np.ndarray,
+                             init: np.ndarray) -> np.ndarray:
+    """:func:`sequence_log_likelihood` on validated arrays (int tokens, ``init`` a law)."""
     with np.errstate(divide="ignore"):
         log_kernel = np.log(kernel)  # (d, d)
         total = np.log(init)[sequences[..., 0]]  # (...,)
@@ -97,8 +103,17 @@ def sequence_distribution(kernel, parents, init=None) -> tuple[np.ndarray, np.nd
     kernel = check_kernel(kernel)
     parents = check_parents(parents)
     sequences = all_sequences(kernel.shape[0], parents.shape[0])
-    probabilities = np.exp(sequence_log_likelihood(kernel, parents, sequences, init))  # (d**H,)
+    if parents.shape[-1] != sequences.shape[-1]:  # a batch of trees: only one tree has a sequence law
+        raise ValueError(f"parents must have length H = {sequences.shape[-1]} (matching the tokens), "
+                         f"got {parents.shape[-1]}")
+    init = _law_of_x0(kernel, init)
+    probabilities = np.exp(_sequence_log_likelihood(kernel, parents, sequences.astype(np.int64), init))  # (d**H,)
     return sequences, probabilities
+
+
+def _law_of_x0(kernel: np.ndarray, init) -> np.ndarray:
+    """The validated law of x_0: ``init``, or the stationary law of ``kernel`` when None."""
+    return stationary_distribution(kernel) if init is None else check_init(init, kernel.shape[0])
 
 
 def brute_force_joint(kernel, parents, positions, init=None) -> np.ndarray:
@@ -140,10 +155,12 @@ def brute_force_parent_posterior(kernel, context, init=None) -> np.ndarray:
         raise ValueError(f"context must be an (L, H) token array; got shape {context.shape}")
     H = context.shape[1]
     trees = all_trees(H)  # (T, H)
+    init = _law_of_x0(kernel, init)
+    context = check_tokens(context, kernel.shape[0], "sequences")
     # log-likelihood of the L examples under each tree: sum over examples of the full sequence likelihood.
     log_like = np.zeros(trees.shape[0])
     for tree_index, tree in enumerate(trees):
-        log_like[tree_index] = sequence_log_likelihood(kernel, tree, context, init).sum()
+        log_like[tree_index] = _sequence_log_likelihood(kernel, tree, context, init).sum()
     finite = np.isfinite(log_like)
     if not finite.any():
         raise ValueError("context must have positive probability under at least one tree for this kernel")

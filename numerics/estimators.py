@@ -38,7 +38,7 @@ class Estimate:
 
     @property
     def estimate(self):
-        """Alias of ``value`` (the name SPEC §5 uses for ``init_gradient(method="monte-carlo")``)."""
+        """Alias of ``value`` (the name under which ``init_gradient(method="monte-carlo")`` documents its result)."""
         return self.value
 
     def contains(self, truth) -> np.ndarray | bool:

@@ -1,7 +1,7 @@
 """The selector's gradient at initialisation (``thm3-init-gradient``).
 
-Setting (SPEC §4): mixture output f(x_h) = Σ_{h'<h} A_{h'} π(x_h | x_{h'}), A = softmax(p̂) over the h
-candidates h' = 0..h-1, loss ℓ = −log f(x_h). Then −∂ℓ/∂p̂_{h'} = A_{h'} (π(x_h | x_{h'}) / f(x_h) − 1), and at
+Setting (the mixture output rule of docs/claims.md): f(x_h) = Σ_{h'<h} A_{h'} π(x_h | x_{h'}), A = softmax(p̂)
+over the h candidates h' = 0..h-1, loss ℓ = −log f(x_h). Then −∂ℓ/∂p̂_{h'} = A_{h'} (π(x_h | x_{h'}) / f(x_h) − 1), and at
 p̂ = 0 (A uniform, f = π̄ the mean of π(x_h | x_k) over the candidates)
 
     −∂ℓ/∂p̂_{h'} = (1/h) (π(x_h | x_{h'}) / π̄(x_h) − 1).
@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from bma_verify.numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_rng
-from bma_verify.numerics.enumeration import MAX_SEQUENCES, all_sequences, sequence_log_likelihood
+from bma_verify.numerics.enumeration import MAX_SEQUENCES, _sequence_log_likelihood, all_sequences
 from bma_verify.numerics.estimators import mean_estimate
-from bma_verify.numerics.information import marginal, pairwise_joint
-from bma_verify.numerics.task import sample_chains
+from bma_verify.numerics.information import _marginal, _pairwise_joint
+from bma_verify.numerics.task import _sample_chains, _stationary_distribution
 
 #: Configurations x_0..x_h per block when summing the exact expectation (bounds memory to ~100 MB).
 _BLOCK = 1 << 17
@@ -36,6 +36,11 @@ def _validate(kernel, parents, h: int, init):
     if init is not None:
         init = check_init(init, kernel.shape[0])
     return kernel, parents, h, init
+
+
+def _law_of_x0(kernel: np.ndarray, init) -> np.ndarray:
+    """μ₀: the validated ``init``, or the stationary law when None (resolved where it is first needed)."""
+    return _stationary_distribution(kernel) if init is None else init
 
 
 def init_gradient_samples(kernel, tokens, law=None) -> np.ndarray:
@@ -65,7 +70,7 @@ def init_gradient_samples(kernel, tokens, law=None) -> np.ndarray:
 
 def init_gradient(kernel, parents, h: int, init=None, method: str = "exact", n: int = 100_000, rng=None,
                   denominator: str = "mixture"):
-    """Expected −∂ℓ/∂p̂_{h'} at initialisation over the h candidates h' = 0..h-1 (SPEC §5, ``thm3-init-gradient``).
+    """Expected −∂ℓ/∂p̂_{h'} at initialisation over the h candidates h' = 0..h-1 (``thm3-init-gradient``).
 
     Parameters
     ----------
@@ -90,7 +95,8 @@ def init_gradient(kernel, parents, h: int, init=None, method: str = "exact", n: 
     prefix = parents[: h + 1]
     if denominator not in ("mixture", "marginal"):
         raise ValueError(f"denominator must be 'mixture' or 'marginal'; got {denominator!r}")
-    law = None if denominator == "mixture" else marginal(kernel, parents, h, init)  # (d,) P(x_h)
+    # (d,) P(x_h) for the approximate form
+    law = None if denominator == "mixture" else _marginal(kernel, parents, h, _law_of_x0(kernel, init))
     if method == "exact":
         d = kernel.shape[0]
         if d ** (h + 1) > MAX_SEQUENCES:
@@ -98,21 +104,28 @@ def init_gradient(kernel, parents, h: int, init=None, method: str = "exact", n: 
                 f"method='exact' enumerates d**(h+1) configurations and refuses more than {MAX_SEQUENCES}; got "
                 f"d={d}, h={h} (d**(h+1) = {d ** (h + 1)}). Use method='monte-carlo'."
             )
-        tokens = all_sequences(d, h + 1)  # (d**(h+1), h+1)
-        total = np.zeros(h)
-        for start in range(0, tokens.shape[0], _BLOCK):
-            block = tokens[start:start + _BLOCK].astype(np.int64)  # (b, h+1)
-            weights = np.exp(sequence_log_likelihood(kernel, prefix, block, init))  # (b,)
-            # impossible configurations (kernel or init zeros) may have π̄(x_h) = 0: they carry no weight
-            possible = weights > 0
-            total += weights[possible] @ init_gradient_samples(kernel, block[possible], law)  # (h,)
-        return total
+        return _exact_init_gradient(kernel, parents, h, _law_of_x0(kernel, init), law)
     if method == "monte-carlo":
         n = check_positive_int(n, "n", 2)
         rng = check_rng(rng)
-        tokens = sample_chains(kernel, prefix, n, rng=rng, init=init)  # (n, h+1)
+        tokens = _sample_chains(kernel, prefix, n, rng, _law_of_x0(kernel, init))  # (n, h+1)
         return mean_estimate(init_gradient_samples(kernel, tokens, law))
     raise ValueError(f"method must be 'exact' or 'monte-carlo'; got {method!r}")
+
+
+def _exact_init_gradient(kernel: np.ndarray, parents: np.ndarray, h: int, init: np.ndarray, law) -> np.ndarray:
+    """The exact expectation of :func:`init_gradient` on validated arrays (``init`` a law, d^(h+1) within
+    ``MAX_SEQUENCES``; ``law`` None for π̄ or P(x_h) for the approximate form): a sum over every x_0..x_h."""
+    prefix = parents[: h + 1]
+    tokens = all_sequences(kernel.shape[0], h + 1)  # (d**(h+1), h+1)
+    total = np.zeros(h)
+    for start in range(0, tokens.shape[0], _BLOCK):
+        block = tokens[start:start + _BLOCK].astype(np.int64)  # (b, h+1)
+        weights = np.exp(_sequence_log_likelihood(kernel, prefix, block, init))  # (b,)
+        # impossible configurations (kernel or init zeros) may have π̄(x_h) = 0: they carry no weight
+        possible = weights > 0
+        total += weights[possible] @ init_gradient_samples(kernel, block[possible], law)  # (h,)
+    return total
 
 
 def chi2_gain(kernel, parents, h: int, init=None) -> np.ndarray:
@@ -126,11 +139,16 @@ def chi2_gain(kernel, parents, h: int, init=None) -> np.ndarray:
     (h,) float64.
     """
     kernel, parents, h, init = _validate(kernel, parents, h, init)
-    law_h = marginal(kernel, parents, h, init)  # (d,)
+    return _chi2_gain(kernel, parents, h, _law_of_x0(kernel, init))
+
+
+def _chi2_gain(kernel: np.ndarray, parents: np.ndarray, h: int, init: np.ndarray) -> np.ndarray:
+    """:func:`chi2_gain` on validated arrays (one tree with more than h positions, ``init`` a law)."""
+    law_h = _marginal(kernel, parents, h, init)  # (d,)
     inv_law_h = np.divide(1.0, law_h, out=np.zeros_like(law_h), where=law_h > 0)
     gain = np.empty(h)
     for candidate in range(h):
-        joint = pairwise_joint(kernel, parents, candidate, h, init)  # (d, d): P(x_{h'} = a, x_h = b)
+        joint = _pairwise_joint(kernel, parents, candidate, h, init)  # (d, d): P(x_{h'} = a, x_h = b)
         gain[candidate] = (joint * kernel * inv_law_h[None, :]).sum() - 1.0
     return gain
 

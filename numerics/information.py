@@ -8,12 +8,15 @@ import numpy as np
 from scipy.special import entr, rel_entr
 
 from bma_verify.numerics._validate import check_distribution, check_init, check_joint, check_kernel, check_parents
-from bma_verify.numerics.task import stationary_distribution
+from bma_verify.numerics.task import _stationary_distribution, stationary_distribution
 
 
 def depths(parents) -> np.ndarray:
     """Depth of every position in the tree (root = 0). (H,) int64."""
-    parents = check_parents(parents, single=True)
+    return _depths(check_parents(parents, single=True))
+
+
+def _depths(parents: np.ndarray) -> np.ndarray:
     depth = np.zeros(parents.shape[0], dtype=np.int64)
     for h in range(1, parents.shape[0]):  # parents[h] < h, so its depth is already known
         depth[h] = depth[parents[h]] + 1
@@ -23,10 +26,18 @@ def depths(parents) -> np.ndarray:
 def lowest_common_ancestor(parents, i: int, j: int) -> int:
     """The deepest position that is an ancestor of both i and j (a position is its own ancestor)."""
     parents = check_parents(parents)
+    _check_positions(parents, i, j)
+    return _lowest_common_ancestor(parents, i, j)
+
+
+def _check_positions(parents: np.ndarray, i: int, j: int) -> None:
     H = parents.shape[-1]
     for name, v in (("i", i), ("j", j)):
         if not (0 <= v < H):
             raise ValueError(f"{name} must be a position in 0..{H - 1}, got {v}")
+
+
+def _lowest_common_ancestor(parents: np.ndarray, i: int, j: int) -> int:
     ancestors_i = set()
     a = i
     while a != -1:
@@ -43,10 +54,15 @@ def marginal(kernel, parents, i: int, init=None) -> np.ndarray:
     kernel = check_kernel(kernel)
     d = kernel.shape[0]
     init = stationary_distribution(kernel) if init is None else check_init(init, d)
-    depth = depths(parents)
-    if not (0 <= i < depth.shape[0]):
-        raise ValueError(f"i must be a position in 0..{depth.shape[0] - 1}, got {i}")
-    return init @ np.linalg.matrix_power(kernel, int(depth[i]))
+    parents = check_parents(parents, single=True)
+    if not (0 <= i < parents.shape[0]):
+        raise ValueError(f"i must be a position in 0..{parents.shape[0] - 1}, got {i}")
+    return _marginal(kernel, parents, i, init)
+
+
+def _marginal(kernel: np.ndarray, parents: np.ndarray, i: int, init: np.ndarray) -> np.ndarray:
+    """:func:`marginal` on validated arrays (one tree, ``init`` a law)."""
+    return init @ np.linalg.matrix_power(kernel, int(_depths(parents)[i]))
 
 
 def pairwise_joint(kernel, parents, i: int, j: int, init=None) -> np.ndarray:
@@ -70,9 +86,17 @@ def pairwise_joint(kernel, parents, i: int, j: int, init=None) -> np.ndarray:
     kernel = check_kernel(kernel, single=True)
     parents = check_parents(parents)
     d = kernel.shape[0]
-    init = stationary_distribution(kernel) if init is None else check_init(init, d)
-    c = lowest_common_ancestor(parents, i, j)
-    depth = depths(parents)
+    init = _stationary_distribution(kernel) if init is None else check_init(init, d)
+    _check_positions(parents, i, j)
+    if parents.ndim != 1:
+        raise ValueError(f"parents must be one tree of shape (H,), got shape {parents.shape}")
+    return _pairwise_joint(kernel, parents, i, j, init)
+
+
+def _pairwise_joint(kernel: np.ndarray, parents: np.ndarray, i: int, j: int, init: np.ndarray) -> np.ndarray:
+    """:func:`pairwise_joint` on validated arrays (one tree, positions in range, ``init`` a law)."""
+    c = _lowest_common_ancestor(parents, i, j)
+    depth = _depths(parents)
     law_c = init @ np.linalg.matrix_power(kernel, int(depth[c]))  # (d,)
     to_i = np.linalg.matrix_power(kernel, int(depth[i] - depth[c]))  # (d, d): x_c -> x_i
     to_j = np.linalg.matrix_power(kernel, int(depth[j] - depth[c]))  # (d, d): x_c -> x_j

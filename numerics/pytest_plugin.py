@@ -33,6 +33,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.errors import InvalidArgument
 
+from bma_verify.numerics import strategies
+from bma_verify.numerics.task import random_kernel, random_parents
+
 #: The settings profiles (keyword arguments of ``hypothesis.settings``): ``bma-dev`` for quick local runs,
 #: ``bma-ci`` reproducible (derandomised) with a failure blob to replay, ``bma-thorough`` for a long hunt.
 PROFILES = {
@@ -100,8 +103,6 @@ def pytest_report_header(config) -> str | None:
 def bma_strategies():
     """The module :mod:`numerics.strategies` (``kernels``, ``parent_trees``, ``init_distributions``,
     ``joint_distributions``, ``contexts``, ``instances``), for use with ``hypothesis.given``."""
-    from bma_verify.numerics import strategies
-
     return strategies
 
 
@@ -130,8 +131,6 @@ def _options(request, defaults: dict, fixture: str) -> dict:
 
 
 def _kernel(rng, d: int, alpha: float, min_eps: float) -> np.ndarray:
-    from bma_verify.numerics.task import random_kernel
-
     return random_kernel(d, alpha=alpha, eps=min_eps, rng=rng)
 
 
@@ -153,8 +152,6 @@ def bma_instance(request, bma_rng):
     Options (indirect parametrisation): ``d`` (3), ``alpha`` (1.0), ``min_eps`` (0.01), ``H`` (5),
     ``stationary`` (False: a drawn law; True: None), ``min_mass`` (0.0: every entry of init >= min_mass).
     """
-    from bma_verify.numerics.task import random_parents
-
     opts = _options(request, INSTANCE_DEFAULTS, "bma_instance")
     kernel = _kernel(bma_rng, opts["d"], opts["alpha"], opts["min_eps"])
     parents = random_parents(opts["H"], rng=bma_rng)

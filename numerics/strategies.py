@@ -15,8 +15,12 @@ reported on the smallest instance Hypothesis can find.
 """
 from __future__ import annotations
 
+from math import comb
+
 import numpy as np
 from hypothesis import strategies as st
+
+from bma_verify.numerics.dag import parent_sets_from_choices
 
 #: Raw weights: exact zeros (impossible transitions) or numbers in [1e-6, 1]; rows are normalised afterwards.
 #: Subnormal weights are excluded on purpose: they test floating-point underflow, not the mathematics.
@@ -99,7 +103,7 @@ def instances(draw, min_d: int = 2, max_d: int = 5, min_H: int = 2, max_H: int =
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The k-parent DAG task (issue 15; see numerics.dag)
+# The k-parent DAG task (our extension, claims ext-dag-*; see numerics.dag)
 
 
 @st.composite
@@ -134,10 +138,6 @@ def dag_parent_sets(draw, k: int, min_H: int | None = None, max_H: int = 6, H: i
 
     Each position h >= k picks one of its C(h, k) candidates (colex order); shrinks to S_h = {0, ..., k−1}.
     """
-    from math import comb
-
-    from bma_verify.numerics.dag import parent_sets_from_choices
-
     low = k + 1 if min_H is None else max(min_H, k + 1)
     H = draw(st.integers(low, max(low, max_H))) if H is None else H
     choices = [draw(st.integers(0, comb(h, k) - 1)) for h in range(k, H)]

@@ -1,4 +1,4 @@
-"""The discrete task of SPEC.md §2: kernels, random recursive trees, chains and in-context batches."""
+"""The discrete task: kernels, random recursive trees, chains and in-context batches (docs/claims.md, "The task")."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -48,7 +48,11 @@ def stationary_distribution(kernel) -> np.ndarray:
     -------
     (d,) float64 probability vector.
     """
-    kernel = check_kernel(kernel, single=True)
+    return _stationary_distribution(check_kernel(kernel, single=True))
+
+
+def _stationary_distribution(kernel: np.ndarray) -> np.ndarray:
+    """:func:`stationary_distribution` of a validated (d, d) kernel."""
     d = kernel.shape[0]
     A = np.vstack([kernel.T - np.eye(d), np.ones((1, d))])  # (d+1, d)
     b = np.zeros(d + 1)
@@ -116,8 +120,14 @@ def sample_chains(kernel, parents, n: int, *, rng: np.random.Generator, init=Non
     parents = check_parents(parents, single=True)
     n = check_positive_int(n, "n", minimum=0)
     rng = check_rng(rng)
+    init = _stationary_distribution(kernel) if init is None else check_init(init, kernel.shape[0])
+    return _sample_chains(kernel, parents, n, rng, init)
+
+
+def _sample_chains(kernel: np.ndarray, parents: np.ndarray, n: int, rng: np.random.Generator,
+                   init: np.ndarray) -> np.ndarray:
+    """:func:`sample_chains` on validated arrays (``init`` a law, not None)."""
     d, H = kernel.shape[0], parents.shape[0]
-    init = stationary_distribution(kernel) if init is None else check_init(init, d)
     u = rng.random((H, n))  # one uniform per token, position-major so each position is a contiguous draw
     x = np.empty((H, n), dtype=np.int64)  # position-major: parent and child rows are contiguous
     x[0] = _draw_roots(init, u[0])
@@ -128,7 +138,7 @@ def sample_chains(kernel, parents, n: int, *, rng: np.random.Generator, init=Non
 
 
 class TaskBatch(NamedTuple):
-    """A batch of in-context tasks (SPEC §2): each of the B contexts has its own tree.
+    """A batch of in-context tasks: each of the B contexts has its own tree.
 
     parents : (B, H) int64
     context : (B, L, H) int64, the L in-context examples
@@ -162,7 +172,7 @@ def sample_task(kernel, n_contexts: int, L: int, H: int, *, rng: np.random.Gener
     H = check_positive_int(H, "H", minimum=2)
     rng = check_rng(rng)
     d = kernel.shape[0]
-    init = stationary_distribution(kernel) if init is None else check_init(init, d)
+    init = _stationary_distribution(kernel) if init is None else check_init(init, d)
     parents = np.empty((B, H), dtype=np.int64)
     parents[:, 0] = -1
     parents[:, 1:] = rng.integers(0, np.arange(1, H), size=(B, H - 1))

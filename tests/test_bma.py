@@ -1,9 +1,9 @@
-"""BMA posterior, predictive and losses (SPEC §2; claim bma-score-identity) against brute-force enumeration."""
+"""BMA posterior, predictive and losses (claim bma-score-identity) against brute-force enumeration."""
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-import numerics as nm
+from bma_verify import numerics as nm
 from bma_verify.numerics import strategies as bst
 from tests.enumeration import enumerated_parent_posterior, enumerated_predictive
 

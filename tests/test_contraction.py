@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.special import rel_entr
 
-import numerics as nm
+from bma_verify import numerics as nm
 from bma_verify.numerics import strategies as bst
 from bma_verify.numerics.contraction import (chi2_contraction, dobrushin_coefficients, doeblin_bound, kl_contraction,
                                   kl_contraction_batch)

@@ -1,4 +1,4 @@
-"""The k-parent DAG task (issue 15 §1): sampling, exact parent-set posterior and BMA predictive.
+"""The k-parent DAG task (our extension): sampling, exact parent-set posterior and BMA predictive.
 
 References: brute-force Bayes over every DAG with the full likelihood (``numerics.dag_enumeration``), naive
 Python products written out here, and — for k = 1 — today's tree functions, which must be reproduced bit for bit.
@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-import numerics as nm
+from bma_verify import numerics as nm
 from bma_verify.numerics import strategies as bst
 from bma_verify.numerics.dag import _choice_counts
+from bma_verify.numerics.dag_agreement import transposed_parent_order
 
 
 def _instance(seed, d=3, k=2, H=5, L=4, eps=0.03, stationary=True):
@@ -321,3 +322,15 @@ def test_impossible_context_raises():
     context = np.zeros((1, 4), dtype=np.int64)
     with pytest.raises(ValueError, match="impossible"):
         nm.dag_parent_posterior((order1, order2), context)
+
+
+def test_transposed_parent_order_swaps_the_first_two_parents():
+    # Reference: the tensor view π[a, b, c, x] of the table; the planted table must read π[b, a, c, x].
+    rng = np.random.default_rng(0)
+    kernels = nm.random_dag_kernels(3, 3, rng=rng)
+    planted = transposed_parent_order(kernels)
+    top, new = kernels[-1].reshape(3, 3, 3, 3), planted[-1].reshape(3, 3, 3, 3)
+    np.testing.assert_array_equal(new, top.transpose(1, 0, 2, 3))
+    np.testing.assert_array_equal(planted[0], kernels[0])
+    with pytest.raises(ValueError, match="k >= 2"):
+        transposed_parent_order(kernels[:1])

@@ -1,6 +1,6 @@
-"""Information theory for parent sets (issue 15 §2): Lemma 4, Lemma 3 and Theorem 3 for sets.
+"""Information theory for parent sets (our DAG extension): Lemma 4, Lemma 3 and Theorem 3 for sets.
 
-References: the symbolic derivations of ``theory.dag`` against ``numerics`` (and each verifier must REJECT a
+References: the symbolic derivations of ``theory.dag_*`` against ``numerics`` (and each verifier must REJECT a
 perturbed expression); exact quantities against brute-force sequence enumeration and naive Python loops written
 here; Monte Carlo estimates against the exact values by their standard errors; k = 1 against the tree functions.
 """
@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-import numerics as nm
+from bma_verify import numerics as nm
 from bma_verify.numerics import strategies as bst
-from bma_verify.numerics.dag_information import LEMMA3_SET_CANDIDATES, kernel_constants
-from bma_verify.theory.dag import (derive_dag_lemma4, derive_dag_thm3, dropped_kl_term, dropped_minus_one, perturb_dag_lemma4,
-                        perturb_dag_thm3, verify_dag_lemma4, verify_dag_thm3)
+from bma_verify.numerics.dag_gradient import entry_margin
+from bma_verify.numerics.dag_lemma3 import LEMMA3_SET_CANDIDATES, kernel_constants
+from bma_verify.theory.dag_construction import derive_dag_construction, transposed_log_table
+from bma_verify.theory.dag_lemma4 import derive_dag_lemma4, dropped_kl_term, perturb_dag_lemma4, verify_dag_lemma4
+from bma_verify.theory.dag_thm3 import derive_dag_thm3, dropped_minus_one, perturb_dag_thm3, verify_dag_thm3
 
 #: A Monte Carlo estimate agrees with an exact value when |estimate − exact| <= Z · stderr.
 Z = 4.0
@@ -359,6 +361,12 @@ def test_thm3_sweep_is_json_ready_and_counts_add_up():
         assert check[f"margin_{form}"] < 0 and list(check["T"]) == record["T"]
 
 
+def test_entry_margin_is_the_entry_minus_the_largest_other():
+    # Reference: hand-computed margins of a three-entry vector.
+    values = np.array([0.1, 0.3, 0.2])
+    assert entry_margin(values, 1) == pytest.approx(0.1) and entry_margin(values, 0) == pytest.approx(-0.2)
+
+
 def test_bad_arguments_of_the_information_functions_raise_value_errors_naming_them():
     kernels, parent_sets, init = _random_instance(0, k=2, H=5)
     with pytest.raises(ValueError, match="h must be a position in 2..4"):
@@ -382,10 +390,8 @@ def test_bad_arguments_of_the_information_functions_raise_value_errors_naming_th
 
 
 def test_construction_derivation_holds_and_the_transposed_table_breaks_it():
-    # Reference: the residuals of theory.dag.derive_dag_construction (exactly 0 for T = log π_2; the posterior
-    # residuals not 0 when T reads the parents in the wrong order; the slope identity holds for any T).
-    from bma_verify.theory.dag import derive_dag_construction, transposed_log_table
-
+    # Reference: the residuals of theory.dag_construction.derive_dag_construction (exactly 0 for T = log π_2; the
+    # posterior residuals not 0 when T reads the parents in the wrong order; the slope identity holds for any T).
     real = derive_dag_construction()
     assert real.identities_hold
     wrong = derive_dag_construction(transposed_log_table).status()

@@ -8,6 +8,7 @@ import torch
 
 from bma_verify.model.ds import (DSModel, DSModelConfig, TrainConfig, evaluate_ds_model, pad_context,
                       train_ds_models, train_ds_preset, training_batch)
+from bma_verify.model.ds_runs import exact_key_norm_model, final_train_loss, train_with_initial_weights
 from bma_verify.numerics.ds import ds_bma_mean, ds_parent_posterior, random_orthogonal, sample_ds_task
 from bma_verify.numerics.ds_fit import exact_score_parameters
 
@@ -72,7 +73,7 @@ def test_exact_copier_copies_each_example_and_learned_copier_starts_there():
 
 @pytest.mark.parametrize("selector", ["bilinear", "key-norm", "ffn"])
 def test_no_leakage_of_the_predicted_token(selector):
-    # The prediction at position h must not depend on x^{L+1}_{h'} for h' >= h (SPEC.md §3, layer-1 mask).
+    # The prediction at position h must not depend on x^{L+1}_{h'} for h' >= h (the layer-1 mask).
     torch.manual_seed(0)
     model = DSModel(DSModelConfig(d=3, H=6, L=3, selector=selector, copier="learned", ffn_hidden=16)).double()
     with torch.no_grad():
@@ -165,7 +166,7 @@ def test_training_does_not_depend_on_torchs_global_rng(selector):
         assert torch.equal(weights[0][name], weights[1][name]), name
 
 
-# ------------------------------------------------------------------------------ the FFN selector (issue 14)
+# ------------------------------------------------------------ the FFN selector (the paper's open question 3)
 
 def test_swiglu_is_the_standard_gated_ffn_with_nothing_task_specific():
     # Reference: LLaMA's FFN written out, W_down(SiLU(W_gate u) ⊙ W_up u), three bias-free linear maps and no
@@ -240,3 +241,25 @@ def test_short_seeded_training_of_the_ffn_lowers_the_gap():
     assert ev0["gap"][0] > 0.1
     assert ev["gap"][0] + 3 * ev["gap_se"][0] < 0.5 * (ev0["gap"][0] - 3 * ev0["gap_se"][0])
     assert len(hist["loss"]) == 150
+
+
+# ------------------------------------------------------------------------- model.ds_runs (the checks' runs)
+
+def test_exact_key_norm_model_is_bma_in_float32():
+    # Reference: the exact posterior (numerics.ds) through evaluate_ds_model; float32 rounding only.
+    A = random_orthogonal(3, rng=np.random.default_rng(2))
+    model = exact_key_norm_model(A, RHO, DSModelConfig(d=3, H=5, L=4, selector="key-norm", copier="exact"))
+    ev = evaluate_ds_model(model, A, RHO, (1, 4), n_eval=50, rng=np.random.default_rng(3))
+    assert max(ev["gap"]) < 1e-6
+    with pytest.raises(ValueError, match="selector must be 'key-norm'"):
+        exact_key_norm_model(A, RHO, DSModelConfig(d=3, H=5, L=4, selector="bilinear"))
+
+
+def test_model_at_initial_weights_shares_the_runs_draws_and_contexts():
+    # Reference: a run at learning rate 0 is its own initial model, so both evaluations must be identical.
+    A = random_orthogonal(3, rng=np.random.default_rng(4))
+    cfg = DSModelConfig(d=3, H=5, L=4, selector="ffn", copier="exact", ffn_hidden=4, ffn_spare=1)
+    train = TrainConfig(steps=1, batch_size=2, lr=0.0, ffn_lr=0.0, seed=5)
+    run = train_with_initial_weights(cfg, A, RHO, train, (1, 3), n_eval=20)
+    assert run["eval"] == run["init_eval"]
+    assert final_train_loss({"loss": list(range(20))}) == 18.5  # the mean of the last 10 % (2 of 20 steps)

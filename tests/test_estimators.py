@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-import numerics as nm
+from bma_verify import numerics as nm
 from bma_verify.numerics.estimators import (chi2_mutual_information_estimate, empirical_joint, mean_estimate,
                                  mutual_information_estimate, mutual_information_ratio_estimate)
 

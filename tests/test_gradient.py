@@ -6,11 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import numerics as nm
+from bma_verify import numerics as nm
 import bma_verify.numerics.gradient as gradient_module
 from bma_verify.numerics import strategies as bst
-from bma_verify.numerics.claims import THM3_RANGES, _item_rng, draw_instance
+from bma_verify.numerics.claim_sweeps import _item_rng, draw_instance
+from bma_verify.numerics.enumeration import sequence_distribution
 from bma_verify.numerics.gradient import approximate_init_gradient, chi2_gain, init_gradient, init_gradient_samples
+from bma_verify.numerics.init_gradient_sweep import THM3_RANGES
 
 
 def brute_force_init_gradient(kernel, parents, h, init=None, step=1e-5):
@@ -140,8 +142,6 @@ def test_expected_gradients_sum_to_zero_and_chi2_gain_is_chi2_information(instan
 def test_chi2_gain_equals_its_definition_by_enumeration(case):
     # J(h') = E[π(x_h|x_{h'}) / P(x_h)] − 1 with the expectation over all sequences (no pairwise joints)
     kernel, parents, h, init = _case(*case)
-    from bma_verify.numerics.enumeration import sequence_distribution
-
     sequences, probabilities = sequence_distribution(kernel, parents[: h + 1], init)
     sequences = sequences.astype(np.int64)
     law_h = np.bincount(sequences[:, h], weights=probabilities, minlength=kernel.shape[0])

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-import numerics as nm
+from bma_verify import numerics as nm
 from bma_verify.numerics import strategies as bst
 from tests.enumeration import enumerated_joint
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-import numerics as nm
+from bma_verify import numerics as nm
 from bma_verify.model.construction import bma_construction
 from bma_verify.model.pair_attention import (PairAttentionConfig, PairAttentionTransformer, construction_errors,
                                   pair_construction)

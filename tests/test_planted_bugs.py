@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.special import rel_entr
 
-import numerics as nm
+from bma_verify import numerics as nm
 from tests import test_bma, test_information, test_task
 
 _posterior, _joint, _chi2, _sample = nm.parent_posterior, nm.pairwise_joint, nm.chi2_mutual_information, nm.sample_chains

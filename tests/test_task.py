@@ -1,9 +1,9 @@
-"""Kernels, trees and samplers (SPEC §2) against exact laws by chi-square goodness of fit at fixed seeds."""
+"""Kernels, trees and samplers of the task against exact laws by chi-square goodness of fit at fixed seeds."""
 import numpy as np
 import pytest
 from scipy import stats
 
-import numerics as nm
+from bma_verify import numerics as nm
 
 # Goodness-of-fit tests use fixed seeds; a p-value below this means the sampler does not follow the exact law.
 P_MIN = 1e-4

@@ -1,8 +1,8 @@
-"""Bad input raises ValueError naming the argument (SPEC §5)."""
+"""Bad input raises ValueError naming the argument (every public function of numerics)."""
 import numpy as np
 import pytest
 
-import numerics as nm
+from bma_verify import numerics as nm
 
 RNG = np.random.default_rng(0)
 K = np.array([[0.7, 0.3], [0.4, 0.6]])

@@ -1,4 +1,4 @@
-"""Symbolic derivations (SymPy) of the claims of SPEC.md §4, each with a numeric verifier.
+"""Symbolic derivations (SymPy) of the paper's claims (docs/claims.md), each with a numeric verifier.
 
 Every ``derive_*`` function builds its result from definitions (likelihoods, softmax, derivatives,
 expectations) and returns a :class:`~theory.derivation.Derivation`: the steps (LaTeX-renderable), the derived

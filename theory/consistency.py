@@ -17,7 +17,7 @@ from scipy.optimize import minimize_scalar
 
 from bma_verify import numerics
 from bma_verify.numerics._validate import check_positive_int, check_rng
-from bma_verify.numerics.claims import hoeffding_bound
+from bma_verify.numerics.consistency_rates import hoeffding_bound
 from bma_verify.numerics.information import pairwise_joint
 from bma_verify.theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, labelled
 
@@ -39,8 +39,8 @@ def derive_thm2_consistency() -> Derivation:
     Derivation
         results ``chernoff_exponent`` (in s, L, Δ, a, b), ``optimal_s``, ``bound`` (in L, Δ, ε),
         ``union_bound`` (in L, Δ, ε, m) and ``sufficient_L`` (in Δ, ε, m, δ);
-        residuals ``bound_minus_stated`` (the SPEC statement) and ``union_bound_limit`` (the wrong-parent
-        probability bound → 0 as L → ∞); definition ``union_at_sufficient_L_minus_target`` (L* substituted back
+        residuals ``bound_minus_stated`` (the bound as docs/claims.md states it) and ``union_bound_limit`` (the
+        wrong-parent probability bound → 0 as L → ∞); definition ``union_at_sufficient_L_minus_target`` (L* substituted back
         into the equation it solves).
     """
     s, a, b = sp.Symbol("s", positive=True), sp.Symbol("a", real=True), sp.Symbol("b", real=True)

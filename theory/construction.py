@@ -1,7 +1,7 @@
 """``thm1-construction``: the copier's attention as a function of β, its one-hot limit and its leading error.
 
-Layer 1 of the construction (SPEC.md §3): head k's logit from the query example's row g to a key at example
-offset o = (L+1) − l' (o = 0 is the query example itself) and position h'' is β·(w_L[o] + w_H[g − h'']), with
+Layer 1 of the construction (the model of docs/claims.md): head k's logit from the query example's row g to a key
+at example offset o = (L+1) − l' (o = 0 is the query example itself) and position h'' is β·(w_L[o] + w_H[g − h'']), with
 w_L[o] = δ_{o,k} and w_H[r] = δ_{r,0}. The query example's keys at h'' >= g are masked. Keys fall into four
 classes: the copied token (o = k, h'' = g; logit 2β), the copied example's other positions and the other context
 examples' position g (logit β), and the rest (logit 0), including the g visible keys of the query example.

@@ -38,7 +38,7 @@ class Derivation:
     Attributes
     ----------
     claim : str
-        The claim id of SPEC.md §4 this derivation serves.
+        The claim id (docs/claims.md) this derivation serves.
     steps : tuple of (caption, expression)
         The derivation in order; an expression is a SymPy object (or a relation) rendered with ``sympy.latex``.
     results : mapping name -> SymPy expression

@@ -129,8 +129,8 @@ def derive_lemma3_strict_dpi(d_general: int = 3) -> Derivation:
 def bsc_closed_forms(results) -> Derivation:
     """The BSC(p) Dobrushin coefficient from ``dobrushin_d2``, and every BSC result minus its stated closed form.
 
-    Returns a partial :class:`Derivation`: result ``bsc_dobrushin``; residuals (SPEC.md §4: η = (1 − 2p)²,
-    δ = |1 − 2p|, I_χ² = (1 − 2p)², and I = log 2 − h(p)) ``bsc_chi2_mi_minus_stated``,
+    Returns a partial :class:`Derivation`: result ``bsc_dobrushin``; residuals (the stated closed forms:
+    η = (1 − 2p)², δ = |1 − 2p|, I_χ² = (1 − 2p)², and I = log 2 − h(p)) ``bsc_chi2_mi_minus_stated``,
     ``bsc_contraction_minus_stated``, ``bsc_dobrushin_minus_stated``, ``bsc_mi_minus_log2_entropy``. The
     derivation's own code, also applied to perturbed results.
     """

@@ -1,7 +1,7 @@
 """``thm3-init-gradient``: the selector's gradient at initialisation, derived with ``sympy.diff``.
 
-Mixture output (SPEC.md §3): f(x_h) = Σ_k softmax(p̂)_k r_k with r_k = π(x_h | x_k) over the h candidates
-k = 0..h-1, ℓ = −log f(x_h). Differentiating and setting p̂ = 0 gives −∂ℓ/∂p̂_j = (1/h)(r_j / r̄ − 1), r̄ the mean
+Mixture output (the ``mixture`` rule of docs/claims.md): f(x_h) = Σ_k softmax(p̂)_k r_k with r_k = π(x_h | x_k)
+over the h candidates k = 0..h-1, ℓ = −log f(x_h). Differentiating and setting p̂ = 0 gives −∂ℓ/∂p̂_j = (1/h)(r_j / r̄ − 1), r̄ the mean
 of the r_k. Replacing r̄ by the marginal P(x_h) and taking the expectation under the tree, the true parent's term
 is J(pa) = E[π(x_h | x_pa) / P(x_h)] − 1, which the derivation shows equals I_χ²(x_pa; x_h) = Σ (P(a,c) −
 P(a)P(c))² / (P(a)P(c)) for a symbolic joint. A non-parent's J(h') = Σ Q(a,c) π(c|a) / P(c) − 1 (Q the joint of
@@ -97,7 +97,7 @@ def derive_thm3_init_gradient(h_values: tuple[int, ...] = (2, 3, 4), d_values: t
         loss, grad = _mixture_gradient(h)
         r = likelihood_symbols(h)
         r_bar = sp.Add(*r) / h
-        stated = [(rj / r_bar - 1) / h for rj in r]  # the SPEC statement, compared, not used to build grad
+        stated = [(rj / r_bar - 1) / h for rj in r]  # the stated form, compared, not used to build grad
         results[f"mixture_gradient_h{h}"] = sp.Matrix(1, h, grad)
         residuals[f"mixture_gradient_minus_stated_h{h}"] = sp.Matrix(1, h, [sp.cancel(g - s) for g, s in
                                                                             zip(grad, stated)])

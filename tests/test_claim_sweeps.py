@@ -1,18 +1,20 @@
-"""The claim sweeps of numerics.claims (lemma3-strict-dpi, lemma4-loglik-gap, thm2-consistency,
-thm3-init-gradient, bma-score-identity, prop1-invariance) against enumeration, dit and second formulas."""
-import copy
-
+"""The claim sweeps of numerics (claim_sweeps, dpi_sweep, init_gradient_sweep, consistency_rates, invariance) that
+serve lemma3-strict-dpi, lemma4-loglik-gap, thm2-consistency, thm3-init-gradient, bma-score-identity and
+prop1-invariance, against enumeration, dit and second formulas."""
 import dit
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import numerics as nm
+from bma_verify import numerics as nm
 from bma_verify.numerics import strategies as bst
-from bma_verify.numerics.claims import (hoeffding_bound, lemma3_check_pair, lemma3_pairs, lemma3_sweep_chunk, lemma4_monte_carlo,
-                             lemma4_terms, merge_sweeps, prop1_shift_effects, thm2_error_rates, thm3_check_position,
-                             thm3_sweep_chunk, wilson_interval)
+from bma_verify.numerics.claim_sweeps import merge_sweeps
+from bma_verify.numerics.consistency_rates import hoeffding_bound, thm2_error_rates, wilson_interval
+from bma_verify.numerics.dpi_sweep import (lemma3_check_pair, lemma3_pairs, lemma3_sweep_chunk, lemma4_monte_carlo,
+                                           lemma4_terms)
+from bma_verify.numerics.init_gradient_sweep import thm3_check_position, thm3_sweep_chunk
+from bma_verify.numerics.invariance import prop1_shift_effects
 from bma_verify.numerics.enumeration import all_trees, brute_force_joint, brute_force_parent_posterior
 
 
@@ -205,7 +207,7 @@ def test_prop1_column_shift_is_invisible_and_row_shift_is_not():
 
 def test_histogram_puts_huge_ratios_in_the_last_bin_without_warnings():
     # near-zero-information kernels give ratio/α up to ~1e290 (α ~ 1e-300); the bin index must not overflow
-    from bma_verify.numerics.claims import HISTOGRAM_EDGES, SweepResult
+    from bma_verify.numerics.claim_sweeps import HISTOGRAM_EDGES, SweepResult
 
     result = SweepResult("lemma3")
     result.histogram("ratio", np.array([0.0, 0.5, 1.19, 1e290, -3.0]))
@@ -215,7 +217,7 @@ def test_histogram_puts_huge_ratios_in_the_last_bin_without_warnings():
 
 
 def test_argmax_status_is_the_rule_for_the_parent_and_for_a_shuffled_label():
-    from bma_verify.numerics.claims import argmax_status
+    from bma_verify.numerics.init_gradient_sweep import argmax_status
 
     assert argmax_status([0.1, 0.3, -0.4], 1) == ("holds", pytest.approx(0.2))
     assert argmax_status([0.1, 0.3, -0.4], 0)[0] == "violation"
@@ -241,7 +243,7 @@ def test_hoeffding_exponent_factor_is_the_bound_to_that_power():
 
 
 def test_thm3_monte_carlo_j_form_agrees_with_the_exact_j_and_a_claimed_label_moves_the_margins():
-    from bma_verify.numerics.claims import thm3_monte_carlo
+    from bma_verify.numerics.init_gradient_sweep import thm3_monte_carlo
 
     rng = np.random.default_rng(3)
     kernel = nm.random_kernel(3, eps=0.05, rng=rng)
@@ -256,183 +258,3 @@ def test_thm3_monte_carlo_j_form_agrees_with_the_exact_j_and_a_claimed_label_mov
         thm3_monte_carlo(kernel, parents, 4, 10, rng=rng, claimed=4)
     with pytest.raises(ValueError, match="form"):
         thm3_monte_carlo(kernel, parents, 4, 10, rng=rng, form="mixture")
-
-
-# ----------------------------------------------------------------------------------------------------------
-# The checks of reports.checks.numeric: controls, findings, and what settle makes of an accepted control
-
-NUMERIC_CHECKS = ("bma_score_identity", "prop1_invariance", "lemma3_strict_dpi_exact", "lemma3_alpha_candidates",
-                  "lemma3_strict_dpi_monte_carlo", "lemma4_loglik_gap_exact", "lemma4_loglik_gap_monte_carlo",
-                  "thm2_consistency", "thm3_init_gradient_exact", "thm3_init_gradient_exact_pibar",
-                  "thm3_init_gradient_monte_carlo")
-
-
-@pytest.fixture(scope="module")
-def quick_outcomes(tmp_path_factory):
-    """Every numeric check once on the quick tier, seed 0 (the reference report's), sharing one context."""
-    from bma_verify.reports.checks import numeric
-    from bma_verify.reports.core import CheckContext
-
-    ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path_factory.mktemp("figures"))
-    return {name: getattr(numeric, name)(ctx) for name in NUMERIC_CHECKS}
-
-
-@pytest.mark.slow
-def test_the_registry_names_exactly_these_numeric_checks_with_their_readings():
-    from bma_verify.reports.registry import CLAIMS
-
-    checks = {c.function.split(":")[1]: c.reading for claim in CLAIMS for c in claim.checks
-              if c.function.startswith("bma_verify.reports.checks.numeric:")}
-    assert set(checks) == set(NUMERIC_CHECKS)
-    assert {name for name, reading in checks.items() if reading == "stronger"} == {
-        "lemma3_alpha_candidates", "thm3_init_gradient_exact_pibar"}
-
-
-@pytest.mark.slow
-def test_every_numeric_check_rejects_its_control_in_the_quick_tier(quick_outcomes):
-    # against the planted falsehoods of each check (a wrong formula, a violated bound, a shuffled label): the
-    # check's own rule must reject every one, and the as-stated checks pass with their controls rejected
-    import json
-
-    from bma_verify.reports.core import jsonable, settle
-
-    for name, outcome in quick_outcomes.items():
-        json.dumps(jsonable({"measured": outcome.measured, "instance": outcome.instance,
-                             "threshold": outcome.threshold, "control": outcome.control.as_dict(),
-                             "findings": [f.as_dict() for f in outcome.findings]}))
-        assert outcome.control is not None and outcome.control.rejected, (name, outcome.control)
-        if name in ("lemma3_alpha_candidates", "thm3_init_gradient_exact_pibar"):
-            assert outcome.verdict == "fail"  # stronger readings of ours, refuted (findings below)
-        else:
-            assert settle(outcome) == ("pass", ""), (name, outcome.verdict, outcome.summary)
-
-
-@pytest.mark.slow
-def test_alpha_candidates_refute_dobrushin_with_the_stored_chain_and_keep_doeblin(quick_outcomes):
-    # δ(π) is refuted by the smallest stored instance (the chain x_0 → x_1 → x_2), replayable by check_instance;
-    # the Doeblin bound holds on every sweep pair; η_KL of the pair's own channel is a consistency check, not a finding
-    from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES, check_instance
-
-    outcome = quick_outcomes["lemma3_alpha_candidates"]
-    dobrushin, doeblin, doeblin_ancestor, channel = outcome.findings
-    assert dobrushin.status == "refuted" and "δ(π)" in dobrushin.statement
-    assert dobrushin.instance["parents"] == KNOWN_COUNTEREXAMPLES[1]["parents"] == [-1, 0, 1]
-    assert not check_instance(dobrushin.instance)["holds"]
-    assert doeblin.status == doeblin_ancestor.status == channel.status == "holds"
-    assert outcome.measured["consistency"]["sdpi_violations"] == 0
-    assert not any("η_KL" in f.statement.split(",")[0] for f in outcome.findings)
-    assert outcome.control.measured["holds"] is False
-
-
-@pytest.mark.slow
-def test_pibar_form_holds_for_stationary_and_is_refuted_by_the_stored_non_stationary_chain(quick_outcomes):
-    from bma_verify.reports.search import check_instance
-
-    outcome = quick_outcomes["thm3_init_gradient_exact_pibar"]
-    stationary, non_stationary = outcome.findings
-    assert stationary.status == "holds" and "stationary μ₀" in stationary.statement
-    assert non_stationary.status == "refuted"
-    assert non_stationary.instance["init"] == [0.9, 0.05, 0.05] and non_stationary.instance["h"] == 3
-    assert not check_instance(non_stationary.instance)["holds"]
-    assert outcome.figures == ["thm3_init_gradient_pibar.png"]  # the stored counterexample, not a random instance
-
-
-@pytest.mark.slow
-def test_j_form_passes_with_exact_identities_and_the_stored_instance(quick_outcomes):
-    outcome = quick_outcomes["thm3_init_gradient_exact"]
-    assert outcome.verdict == "pass" and outcome.measured["violations"] == 0
-    assert outcome.measured["max_chi2_identity_error"] < 1e-13 and outcome.measured["max_j_identity_error"] < 1e-13
-    assert all(m > 0 for m in outcome.measured["stored_instance_margins"])
-
-
-@pytest.mark.slow
-def test_thm2_control_is_visibly_violated_and_the_real_bound_is_not_within_noise(quick_outcomes):
-    # the Hoeffding exponent ×4 is violated with whole Wilson intervals above it (not merely straddled), and the
-    # real bound clears every judged interval by more than one half-width
-    outcome = quick_outcomes["thm2_consistency"]
-    assert outcome.control.measured["flip"]["cells_violated"] > 0
-    assert outcome.control.measured["flip"]["low"] > outcome.control.measured["flip"]["bound_x4"]
-    assert min(outcome.measured[n]["min_slack_in_half_widths"] for n in ("random", "flip")) > 1
-
-
-@pytest.mark.slow
-def test_close_calls_are_within_a_few_standard_errors(quick_outcomes):
-    lemma3 = quick_outcomes["lemma3_strict_dpi_monte_carlo"].measured["close_call"]["margin_in_stderr"]
-    lemma4 = quick_outcomes["lemma4_loglik_gap_monte_carlo"].measured["close_call"]["gap_in_stderr"]
-    thm3 = quick_outcomes["thm3_init_gradient_monte_carlo"].measured["close_call"]["margin_in_stderr"]
-    assert all(2.5 < v < 8 for v in (lemma3, lemma4, thm3)), (lemma3, lemma4, thm3)
-
-
-SMALL = {"posterior_contexts": 8, "prop1_draws": 40, "lemma3_instances": 24, "lemma3_chunk": 24, "mc_instances": 2,
-         "mc_samples": 20_000, "thm2_blocks": 6, "thm3_instances": 8, "thm3_chunk": 8, "thm3_mc_samples": 100_000,
-         "search_budget": 0}
-
-
-def _accepted_control_reads_not_discriminating(outcome):
-    from bma_verify.reports.core import settle
-
-    assert outcome.verdict == "pass", outcome.summary
-    assert outcome.control is not None and not outcome.control.rejected
-    verdict, reason = settle(outcome)
-    assert verdict == "inconclusive" and "not discriminating" in reason
-
-
-def _patch_accepted_control(monkeypatch, name, numeric):
-    """Make check ``name``'s control pass, by changing its planted input (or, for prop1, its rule)."""
-    import bma_verify.numerics.claims as claims_module
-
-    if name == "bma_score_identity":  # the "transposed" posterior is the real one
-        monkeypatch.setattr(numeric, "selector_attention", lambda W, context: nm.parent_posterior(np.exp(W.T), context))
-    elif name == "prop1_invariance":  # the invariance rule that accepts every shift
-        monkeypatch.setattr(numeric, "_invariant", lambda changes: True)
-    elif name == "lemma3_strict_dpi_exact":  # a kernel inside the hypothesis in place of the copy kernel
-        monkeypatch.setattr(numeric, "COPY_CONTROL", dict(numeric.COPY_CONTROL, kernel=[[0.9, 0.1], [0.1, 0.9]]))
-    elif name == "lemma3_alpha_candidates":  # α above the ratio; no stored counterexample, so the check can pass
-        monkeypatch.setattr(numeric, "PLANTED_ALPHA_SHORTFALL", -1e-3)
-        monkeypatch.setattr(numeric, "KNOWN_COUNTEREXAMPLES", ())
-    elif name == "lemma3_strict_dpi_monte_carlo":  # α 3 standard errors above the exact ratio
-        monkeypatch.setattr(numeric, "PLANTED_STDERRS", -3.0)
-    elif name == "lemma4_loglik_gap_exact":  # the "formula without E KL" keeps its E KL term
-        original = claims_module._lemma4_terms
-
-        def kl_in_mi_parent(*args):
-            terms = original(*args)
-            return dict(terms, mi_parent=terms["mi_parent"] + terms["kl"])
-        monkeypatch.setattr(claims_module, "_lemma4_terms", kl_in_mi_parent)
-    elif name == "lemma4_loglik_gap_monte_carlo":
-        original = numeric.lemma4_monte_carlo
-
-        def kl_in_mi_parent(*args, **kwargs):
-            out = original(*args, **kwargs)
-            out["exact"]["mi_parent"] += out["exact"]["kl"]
-            return out
-        monkeypatch.setattr(numeric, "lemma4_monte_carlo", kl_in_mi_parent)
-    elif name == "thm2_consistency":  # the "×4" bound is the real one
-        monkeypatch.setattr(numeric, "hoeffding_bound", lambda L, gap, eps, exponent_factor=1.0:
-                            claims_module.hoeffding_bound(L, gap, eps))
-    elif name in ("thm3_init_gradient_exact", "thm3_init_gradient_exact_pibar"):  # the shuffled label never loses
-        original = numeric._thm3_sweep
-
-        def shuffled_label_wins(ctx):
-            result = copy.deepcopy(original(ctx))
-            for key in [k for k in result.counts if k.startswith("control/") and "/violations/" in f"/{k}"]:
-                result.counts[key] = 0
-            return result
-        monkeypatch.setattr(numeric, "_thm3_sweep", shuffled_label_wins)
-        monkeypatch.setattr(numeric, "KNOWN_COUNTEREXAMPLES", ())
-    elif name == "thm3_init_gradient_monte_carlo":  # the runner-up claim replaced by the parent
-        original = numeric.thm3_monte_carlo
-        monkeypatch.setattr(numeric, "thm3_monte_carlo", lambda *a, claimed=None, **k: original(*a, **k))
-
-
-@pytest.mark.parametrize("name", NUMERIC_CHECKS)
-def test_an_accepted_control_makes_a_pass_not_discriminating(monkeypatch, tmp_path, name):
-    # compared against reports.core.settle: the same check, its control made to pass (planted input replaced by
-    # a true one, or the rule loosened), must read inconclusive "not discriminating" instead of pass
-    from bma_verify.reports.checks import numeric
-    from bma_verify.reports.core import CheckContext
-
-    monkeypatch.setitem(numeric.SIZES, "quick", SMALL)
-    _patch_accepted_control(monkeypatch, name, numeric)
-    outcome = getattr(numeric, name)(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
-    _accepted_control_reads_not_discriminating(outcome)
