@@ -1,22 +1,17 @@
-"""Families of standard attention vs the k-parent set posterior (model/dag_families.py) and the ext-dag-families
-check (reports/checks/ext_dag_families.py).
+"""Families of standard attention vs the k-parent set posterior (model/dag_families.py); the check of claim
+ext-dag-families is tested in tests/claims/test_ext_dag_families.py.
 
 Compared against: the exact set posterior of numerics.dag (the 2-simplicial family contains it, so its best fit
 must reach ~0; at k = 1 the bilinear families contain the tree BMA); a planted product-of-experts target that
-lies in every standard family (fits to ~0); and, for the check, that its control is rejected and that with the
-control made to pass ``reports.core.settle`` withholds the pass ("not discriminating").
+lies in every standard family (fits to ~0).
 """
-import json
-
 import numpy as np
 import pytest
 
 import bma_verify.model.dag_families as M
-import bma_verify.reports.checks.ext_dag_families as E
 from bma_verify.numerics.dag import random_dag_kernels, sample_dag_task
 from bma_verify.numerics.bma import parent_posterior
 from bma_verify.numerics.task import random_kernel, sample_task
-from bma_verify.reports.core import CheckContext, jsonable, settle
 
 
 def _task(k, L=3, n=60, seed=0, d=3, H=5):
@@ -90,47 +85,3 @@ def test_family_validation():
     with pytest.raises(ValueError, match="log_posterior must have shape"):
         M.fit_family("poe", batch.context, np.zeros((2, 2, 2)), 2, 3)
 
-
-# ----------------------------------------------------------------------------------------------------------
-# the check (small sizes)
-
-SMALL = {"d": 3, "H": 5, "L_values": [1, 3, 8], "n_fit": 60, "n_eval": 60, "control_L_values": [1, 3],
-         "control_n": 40, "pair_steps": 30, "heads_steps": 30, "eval_contexts": 50}
-
-
-@pytest.fixture()
-def ctx(tmp_path, monkeypatch):
-    monkeypatch.setitem(E.SIZES, "quick", SMALL)
-    return CheckContext(tier="quick", seed=0, figures_dir=tmp_path)
-
-
-def test_families_check_passes_and_rejects_its_control(ctx):
-    out = E.ext_dag_families(ctx)
-    assert out.verdict == "pass" and out.control.rejected
-    assert settle(out) == ("pass", "")
-    assert out.control.measured["max_in_sample_gap"] < E.FIT_RESOLUTION
-    assert (ctx.figures_dir / "ext_dag_family_gaps.png").exists()
-    json.dumps(jsonable(out.measured))
-    json.dumps(jsonable(out.control.as_dict()))
-
-
-def test_families_check_not_discriminating_when_the_control_passes(ctx, monkeypatch):
-    # Make the control's target the real posterior: the rule then finds a gap there too and the pass is withheld.
-    monkeypatch.setattr(E, "planted_poe_log_posterior", lambda W, k: M.exact_log_posterior)
-    out = E.ext_dag_families(ctx)
-    assert not out.control.rejected
-    verdict, reason = settle(out)
-    assert verdict == "inconclusive" and "not discriminating" in reason
-
-
-def test_decide_families_inconclusive_when_the_fitter_misses():
-    # Reference: a simplicial gap above the resolution means the fitter is not trusted.
-    fam = {"gap_fit": [0.1, 0.2], "gap_fit_se": [0.01, 0.01], "converged": [True, True]}
-    curve = {"L": [1, 3], "families": {"heads": fam, "poe": fam, "poe_slots": fam,
-                                       "simplicial": {"gap_fit": [1e-3, 0.0], "gap_fit_se": [1e-4, 0.0],
-                                                      "converged": [True, True]}}}
-    assert E._decide_families(curve)["verdict"] == "inconclusive"
-    curve["families"]["simplicial"]["gap_fit"] = [0.0, 0.0]
-    assert E._decide_families(curve)["verdict"] == "pass"
-    curve["families"]["poe"] = {"gap_fit": [0.1, 1e-12], "gap_fit_se": [0.01, 1e-13], "converged": [True, True]}
-    assert E._decide_families(curve)["verdict"] == "fail"

@@ -47,7 +47,8 @@ def test_reference_report_is_complete_and_small():
             if check["cites"]:
                 continue  # the cited check carries the control
             control = check["control"]
-            # SPEC §4.1: every check carries a control, and a check whose control was accepted is not a pass
+            # docs/claims.md, "How a verdict is earned": every check carries a control, and a check whose control
+            # was accepted is not a pass
             assert control is not None and set(control) == {"description", "measured", "rejected"}, check["function"]
             assert control["rejected"] or check["verdict"] != "pass", check["function"]
             assert check["verdict"] != "error", (check["function"], check["error"])

@@ -1,15 +1,16 @@
-"""The prop2-ds-quadratic report checks: verdicts on the real instance, their negative controls, and planted
-bugs they must catch."""
+"""The checks of claim prop2-ds-quadratic (reports/claims/prop2_ds_quadratic.py): verdicts on the real instance,
+their negative controls, and planted bugs they must catch. The symbolic check's shared control tests run in
+tests/test_symbolic_checks.py."""
 import json
 
 import numpy as np
 import pytest
 
 import bma_verify.numerics.ds_fit as ds_fit_module
+import bma_verify.reports.claims.prop2_ds_quadratic as prop2
 from bma_verify.model.ds import DSModel
 from bma_verify.numerics.ds import ds_log_parent_posterior
 from bma_verify.numerics.ds_fit import bilinear_only_log_posterior
-from bma_verify.reports.checks import ds
 from bma_verify.reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, jsonable, settle
 
 # L' = 20 closes the curve: the fit at L' = 30 takes 3x the iterations (the gap there is at 1e-7 nats).
@@ -23,7 +24,7 @@ TINY = {**SMALL, "fit_L": (1, 3, 12), "n_fit": 200, "n_eval": 200, "steps": 20, 
 
 @pytest.fixture
 def ctx(tmp_path, monkeypatch):
-    monkeypatch.setitem(ds.SIZES, "quick", SMALL)
+    monkeypatch.setitem(prop2.SIZES, "quick", SMALL)
     return CheckContext(tier="quick", seed=0, figures_dir=tmp_path)
 
 
@@ -32,7 +33,7 @@ def ctx(tmp_path, monkeypatch):
 def test_bilinear_fit_check_passes_and_rejects_its_control(ctx):
     # Compared against: the claimed gap (> 0.02 nats at L' = 1) on the exact posterior, and no gap (below the
     # fit's resolution) on the bilinear-only posterior of the control.
-    out = ds.prop2_bilinear_fit(ctx)
+    out = prop2.prop2_bilinear_fit(ctx)
     assert settle(out) == ("pass", ""), out.summary
     json.dumps(jsonable(out.measured))
     json.dumps(out.control.as_dict())
@@ -43,14 +44,14 @@ def test_bilinear_fit_check_passes_and_rejects_its_control(ctx):
     assert out.instance is None
     assert out.control.rejected
     assert out.control.measured["gap_at_small_L"] == [False, False]
-    assert max(out.control.measured["gap_fit_small_L"]) < ds.FIT_RESOLUTION
+    assert max(out.control.measured["gap_fit_small_L"]) < prop2.FIT_RESOLUTION
 
 
 def test_bilinear_fit_control_accepted_reads_not_discriminating(ctx, monkeypatch):
     # Planted: the control's 'bilinear' posterior is the exact one, so the rule finds the gap there too. A pass
     # whose control is accepted must not stand (compared against settle's 'not discriminating').
-    monkeypatch.setattr(ds, "bilinear_only_log_posterior", ds_log_parent_posterior)
-    out = ds.prop2_bilinear_fit(ctx)
+    monkeypatch.setattr(prop2, "bilinear_only_log_posterior", ds_log_parent_posterior)
+    out = prop2.prop2_bilinear_fit(ctx)
     assert out.verdict == "pass" and not out.control.rejected
     verdict, reason = settle(out)
     assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
@@ -59,7 +60,7 @@ def test_bilinear_fit_control_accepted_reads_not_discriminating(ctx, monkeypatch
 def test_bilinear_fit_check_catches_a_posterior_without_the_quadratic_term(ctx, monkeypatch):
     # If the exact posterior were bilinear, the best bilinear W would reach zero gap: the check must fail.
     monkeypatch.setattr(ds_fit_module, "ds_log_parent_posterior", bilinear_only_log_posterior)
-    out = ds.prop2_bilinear_fit(ctx)
+    out = prop2.prop2_bilinear_fit(ctx)
     assert out.verdict == "fail", out.summary
     assert out.instance is not None and out.instance["positive_at_small_L"] == [False, False]
 
@@ -72,26 +73,26 @@ def _curve(gap_fit, gap_fit_se, gap_eval, gap_eval_se, L=SMALL["fit_L"]):
 def test_fit_rule_needs_a_gap_above_the_resolution_not_only_many_standard_errors():
     # Compared against: the residuals L-BFGS leaves on a target inside the family (~1e-12 nats with z ~ 40):
     # many SE but no gap. The same z on a 0.04-nat gap is one.
-    residual = ds._decide_fit(_curve([1e-12, 2e-13, 6e-9], [2e-14, 5e-15, 2e-9], [1e-12, 3e-13, 3e-7],
+    residual = prop2._decide_fit(_curve([1e-12, 2e-13, 6e-9], [2e-14, 5e-15, 2e-9], [1e-12, 3e-13, 3e-7],
                                      [2e-14, 5e-15, 2e-7]))
     assert not residual["gap_found"] and not residual["shrinks"] and residual["verdict"] == "fail"
-    real = ds._decide_fit(_curve([0.044, 0.072, 2e-7], [1e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
+    real = prop2._decide_fit(_curve([0.044, 0.072, 2e-7], [1e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
                                  [1e-3, 2e-3, 4e-4]))
     assert real["gap_found"] and real["shrinks"] and real["verdict"] == "pass"
     # A gap judged against its uncertainty: 0.004 ± 0.002 is not found.
-    noisy = ds._decide_fit(_curve([0.004, 0.072, 2e-7], [2e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
+    noisy = prop2._decide_fit(_curve([0.004, 0.072, 2e-7], [2e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
                                   [1e-3, 2e-3, 4e-4]))
     assert noisy["gap_at_small_L"] == [False, True] and noisy["verdict"] == "fail"
     # An unconverged fit at small L' gives no lower estimate: inconclusive.
     stuck = _curve([0.044, 0.072, 2e-7], [1e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4], [1e-3, 2e-3, 4e-4])
     stuck["converged"][0] = False
-    assert ds._decide_fit(stuck)["verdict"] == "inconclusive"
+    assert prop2._decide_fit(stuck)["verdict"] == "inconclusive"
 
 
 def test_checks_are_deterministic_for_a_seed(tmp_path, monkeypatch):
-    monkeypatch.setitem(ds.SIZES, "quick", {**SMALL, "fit_L": (1, 3), "n_fit": 200, "n_eval": 200})
-    a = ds.prop2_bilinear_fit(CheckContext(tier="quick", seed=4, figures_dir=tmp_path / "a"))
-    b = ds.prop2_bilinear_fit(CheckContext(tier="quick", seed=4, figures_dir=tmp_path / "b"))
+    monkeypatch.setitem(prop2.SIZES, "quick", {**SMALL, "fit_L": (1, 3), "n_fit": 200, "n_eval": 200})
+    a = prop2.prop2_bilinear_fit(CheckContext(tier="quick", seed=4, figures_dir=tmp_path / "a"))
+    b = prop2.prop2_bilinear_fit(CheckContext(tier="quick", seed=4, figures_dir=tmp_path / "b"))
     assert jsonable(a.measured) == jsonable(b.measured)
     assert a.control.as_dict() == b.control.as_dict()
 
@@ -101,18 +102,18 @@ def test_checks_are_deterministic_for_a_seed(tmp_path, monkeypatch):
 def test_trained_models_control_is_rejected_on_a_short_run(tmp_path, monkeypatch):
     # Real models, 20 steps: the control's gap slot (key-norm selector at the exact W*, c*) is BMA, compared
     # against the exact posterior (gap at float32 rounding); the FFN at its initial weights is far from BMA.
-    monkeypatch.setitem(ds.SIZES, "quick", TINY)
+    monkeypatch.setitem(prop2.SIZES, "quick", TINY)
     ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path)
-    out = ds.prop2_trained_models(ctx)
+    out = prop2.prop2_trained_models(ctx)
     json.dumps(jsonable(out.measured))
     json.dumps(out.control.as_dict())
     assert out.control.rejected
     assert out.control.measured["exact_key_norm_max_gap"] < 1e-6
-    assert out.control.measured["bilinear_closing_gap_upper"] > ds.GAP_TOL
-    assert not out.measured["ffn_init_closes_gap"] and out.measured["ffn_init_gap_upper"] > 10 * ds.GAP_TOL
-    ffn = ds.prop2_ffn_closes_gap(ctx)  # the same FFN run (ctx.cache): its control is the FFN at its init
+    assert out.control.measured["bilinear_closing_gap_upper"] > prop2.GAP_TOL
+    assert not out.measured["ffn_init_closes_gap"] and out.measured["ffn_init_gap_upper"] > 10 * prop2.GAP_TOL
+    ffn = prop2.prop2_ffn_closes_gap(ctx)  # the same FFN run (ctx.cache): its control is the FFN at its init
     json.dumps(jsonable(ffn.measured))
-    assert ffn.control.rejected and ffn.control.measured["max_gap"] > 10 * ds.GAP_TOL
+    assert ffn.control.rejected and ffn.control.measured["max_gap"] > 10 * prop2.GAP_TOL
     assert ffn.measured["ffn_gap"] == out.measured["ffn_gap"]
     assert out.converged is not None and out.assumptions
     assert any("by construction" in a for a in out.assumptions) and "by construction" in out.summary
@@ -130,9 +131,9 @@ def planted_models(ctx, monkeypatch):
     """The trained check on planted evaluations (no training, no fit): the best bilinear W's gaps of the
     quick tier at L' = 1, 3, 20, the bilinear model at that optimum, a key-norm model within 0.002 nats of
     BMA, an FFN that does not close the gap."""
-    A = ds._instance_A(ctx)
+    A = prop2._instance_A(ctx)
     fit = _curve([0.044, 0.074, 6e-4], [1e-3, 2e-3, 1e-4], [0.044, 0.075, 4.7e-3], [1e-3, 2e-3, 1.5e-3])
-    monkeypatch.setattr(ds, "_fit_curves", lambda c: {"A": A, "bilinear": fit})
+    monkeypatch.setattr(prop2, "_fit_curves", lambda c: {"A": A, "bilinear": fit})
     evals = {"bilinear": _eval(fit["gap_eval"]), "key-norm": _eval([0.002] * 3)}
     history = {"loss": [1.0] * 10, "converged": True}
     result = {"A": A.tolist(), "models": {},
@@ -140,17 +141,17 @@ def planted_models(ctx, monkeypatch):
     controls = {"exact-key-norm": _eval([1e-12] * 3)}
     ffn = {"model": None, "history": {"loss": [1.0] * 10, "converged": True, "seconds": 1.0},
            "eval": _eval([0.05, 0.09, 0.13]), "init_eval": _eval([1.5, 2.0, 2.5])}
-    monkeypatch.setattr(ds, "_trained", lambda c: result)
-    monkeypatch.setattr(ds, "_control_models", lambda c: controls)
-    monkeypatch.setattr(ds, "_trained_ffn", lambda c: ffn)
-    monkeypatch.setattr(ds, "_attention_figure", lambda *a, **k: "attention.png")
+    monkeypatch.setattr(prop2, "_trained", lambda c: result)
+    monkeypatch.setattr(prop2, "_control_models", lambda c: controls)
+    monkeypatch.setattr(prop2, "_trained_ffn", lambda c: ffn)
+    monkeypatch.setattr(prop2, "_attention_figure", lambda *a, **k: "attention.png")
     return result, controls, ffn
 
 
 def test_trained_models_rule_on_planted_evaluations(ctx, planted_models):
     # Compared against the stated rule: bilinear gap >= 0.075 - 3 SE > 0.02 at L' = 3, closed at L' = 20,
     # key-norm within 0.02 everywhere: pass, with the control (BMA, bilinear) rejected.
-    out = ds.prop2_trained_models(ctx)
+    out = prop2.prop2_trained_models(ctx)
     assert settle(out) == ("pass", ""), out.summary
     assert out.converged is True and out.control.rejected
     assert not out.measured["ffn_closes_gap"]  # judged apart, not deciding
@@ -161,7 +162,7 @@ def test_trained_models_control_accepted_reads_not_discriminating(ctx, planted_m
     # accepts it; compared against settle's 'not discriminating'.
     result, controls, _ = planted_models
     controls["exact-key-norm"] = result["metrics"]["bilinear"]["eval"]
-    out = ds.prop2_trained_models(ctx)
+    out = prop2.prop2_trained_models(ctx)
     assert out.verdict == "pass" and not out.control.rejected
     verdict, reason = settle(out)
     assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
@@ -173,28 +174,28 @@ def test_trained_models_unconverged_run_is_not_a_pass_or_a_fail(ctx, planted_mod
     result, _, _ = planted_models
     bil = result["metrics"]["bilinear"]["eval"]
     bil["gap"][1] += 0.05
-    out = ds.prop2_trained_models(ctx)
+    out = prop2.prop2_trained_models(ctx)
     assert out.converged is False
     assert settle(out) == ("inconclusive", NOT_CONVERGED)
     result["metrics"]["key-norm"]["eval"]["gap"] = [0.05] * 3  # and the key-norm model misses
-    out = ds.prop2_trained_models(ctx)
+    out = prop2.prop2_trained_models(ctx)
     assert out.verdict == "inconclusive" and "not converged" in out.reason
 
 
 def test_trained_models_fail_when_the_key_norm_model_does_not_close_on_a_converged_run(ctx, planted_models):
     result, _, _ = planted_models
     result["metrics"]["key-norm"]["eval"]["gap"] = [0.03, 0.05, 0.001]  # misses at L' = 1 and 3
-    out = ds.prop2_trained_models(ctx)
+    out = prop2.prop2_trained_models(ctx)
     assert out.converged is True and out.verdict == "fail" and out.instance is not None
 
 
 @pytest.mark.slow
 def test_trained_models_check_passes(ctx):
-    out = ds.prop2_trained_models(ctx)
+    out = prop2.prop2_trained_models(ctx)
     assert settle(out) == ("pass", ""), out.summary
     json.dumps(jsonable(out.measured))
     assert len(out.figures) == 2 and all((ctx.figures_dir / f).exists() for f in out.figures)
-    assert out.measured["key_norm_gap_upper"] <= ds.GAP_TOL
+    assert out.measured["key_norm_gap_upper"] <= prop2.GAP_TOL
     assert out.measured["training_converged"] and out.control.rejected
 
 
@@ -210,9 +211,9 @@ def test_trained_models_check_catches_a_key_norm_model_without_its_feature(ctx, 
         return original(self, v)
 
     monkeypatch.setattr(DSModel, "scores", scores_without_key_norm)
-    out = ds.prop2_trained_models(ctx)
+    out = prop2.prop2_trained_models(ctx)
     assert out.verdict == "fail", out.summary
-    assert out.instance is not None and max(out.instance["key_norm_gap"]) > ds.GAP_TOL
+    assert out.instance is not None and max(out.instance["key_norm_gap"]) > prop2.GAP_TOL
     assert np.isfinite(out.measured["key_norm_max_gap"])
 
 
@@ -222,12 +223,12 @@ def test_ffn_rule_on_planted_evaluations():
     # Compared against the stated rule: within 0.02 nats (+3 SE) at every L' and below the best bilinear W's
     # in-sample gap (− 3 SE) at every L' <= 10 tested (here L' = 1, 3).
     fit = _curve([0.044, 0.074, 6e-4], [1e-3, 2e-3, 1e-4], [0.044, 0.075, 4.7e-3], [1e-3, 2e-3, 1.5e-3])
-    assert ds._decide_ffn(_eval([0.003, 0.004, 1e-4]), fit)["verdict"] == "pass"
-    at_bilinear = ds._decide_ffn(_eval([0.044, 0.074, 1e-4]), fit)  # the bilinear optimum: neither
+    assert prop2._decide_ffn(_eval([0.003, 0.004, 1e-4]), fit)["verdict"] == "pass"
+    at_bilinear = prop2._decide_ffn(_eval([0.044, 0.074, 1e-4]), fit)  # the bilinear optimum: neither
     assert not at_bilinear["closes"] and at_bilinear["not_below_at_L"] == [1, 3]
-    late = ds._decide_ffn(_eval([0.003, 0.004, 0.03]), fit)  # below bilinear, but 0.03 at L' = 20
+    late = prop2._decide_ffn(_eval([0.003, 0.004, 0.03]), fit)  # below bilinear, but 0.03 at L' = 20
     assert not late["closes"] and late["below_best_bilinear"] and late["verdict"] == "fail"
-    noisy = ds._decide_ffn(_eval([0.003, 0.004, 1e-4], se=0.006), fit)  # 0.004 + 3 x 0.006 > 0.02
+    noisy = prop2._decide_ffn(_eval([0.003, 0.004, 1e-4], se=0.006), fit)  # 0.004 + 3 x 0.006 > 0.02
     assert noisy["verdict"] == "fail"
 
 
@@ -235,7 +236,7 @@ def test_ffn_check_passes_and_rejects_its_control(ctx, planted_models):
     # Planted: an FFN within 0.004 nats of BMA, the FFN at its init 1.5-2.5 nats away (compared against the rule).
     _, _, ffn = planted_models
     ffn["eval"] = _eval([0.003, 0.004, 1e-4])
-    out = ds.prop2_ffn_closes_gap(ctx)
+    out = prop2.prop2_ffn_closes_gap(ctx)
     assert settle(out) == ("pass", ""), out.summary
     assert out.control.rejected and out.findings[0].status == "holds" and out.summary.startswith("reproduced")
     json.dumps(jsonable(out.measured))
@@ -247,7 +248,7 @@ def test_ffn_check_control_accepted_reads_not_discriminating(ctx, planted_models
     # stand (compared against settle's 'not discriminating'); the finding is then open, not holds.
     _, _, ffn = planted_models
     ffn["eval"] = ffn["init_eval"] = _eval([0.003, 0.004, 1e-4])
-    out = ds.prop2_ffn_closes_gap(ctx)
+    out = prop2.prop2_ffn_closes_gap(ctx)
     assert out.verdict == "pass" and not out.control.rejected
     verdict, reason = settle(out)
     assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
@@ -256,9 +257,9 @@ def test_ffn_check_control_accepted_reads_not_discriminating(ctx, planted_models
 
 def test_ffn_check_miss_is_refuted_when_converged_and_open_when_not(ctx, planted_models):
     _, _, ffn = planted_models  # the planted FFN sits at 0.05-0.13 nats
-    out = ds.prop2_ffn_closes_gap(ctx)
+    out = prop2.prop2_ffn_closes_gap(ctx)
     assert out.verdict == "fail" and out.findings[0].status == "refuted" and out.instance is not None
     assert out.summary.startswith("not reproduced")
     ffn["history"]["converged"] = False
-    out = ds.prop2_ffn_closes_gap(ctx)
+    out = prop2.prop2_ffn_closes_gap(ctx)
     assert out.verdict == "inconclusive" and "not converged" in out.reason and out.findings[0].status == "open"

@@ -1,39 +1,46 @@
-"""Tests of the symbolic report checks (``reports.checks.symbolic``): every symbolic claim check runs, passes,
-records kind ``symbolic`` with its seconds, fits the quick-tier budget (< 60 s on one core from a cold cache), and
-turns into a ``fail`` with the failing pieces as its instance when a derivation or a verifier is planted wrong.
+"""Tests of the machinery shared by every symbolic check (``reports.checks.symbolic``): every symbolic claim check
+runs, passes, records kind ``symbolic`` with its seconds and fits the quick-tier budget (< 60 s on one core from a
+cold cache).
 
-Negative controls: each check applies its own decision (residuals exactly 0 AND numerics within tolerance) to a
-perturbed derived expression (``symbolic.CONTROLS``) and must reject it; with the perturbation removed (the control
-is then the true expression) the control is accepted, so ``reports.core.settle`` must withhold the pass as
-``inconclusive (not discriminating)``.
+Negative controls: each check applies the shared decision (residuals exactly 0 AND numerics within tolerance) to a
+perturbed derived expression (its ``SymbolicCheck.perturbation``) and must reject it; with the perturbation removed
+(the control is then the true expression) the control is accepted, so ``reports.core.settle`` must withhold the
+pass as ``inconclusive (not discriminating)``. Tests of one claim's symbolic check live in tests/claims/.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
 
-import numpy as np
 import pytest
-import sympy as sp
 
-import bma_verify.reports.checks.symbolic as symbolic
 from bma_verify import theory
 from bma_verify.reports.builder import run_claims
+from bma_verify.reports.checks.symbolic import SymbolicCheck
 from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
 from bma_verify.reports.registry import CLAIMS
-from bma_verify.theory.consistency import EPS, GAP, L_SYM
-from bma_verify.theory.derivation import DEFAULT_TOLERANCE, Derivation
+from bma_verify.theory.derivation import DEFAULT_TOLERANCE
+
+
+def _symbolic_spec(check) -> tuple[object, str] | None:
+    """The module of a check and the name of its SymbolicCheck constant, when it runs the shared machinery."""
+    module = sys.modules[check.run.__module__]
+    names = [name for name, value in vars(module).items() if isinstance(value, SymbolicCheck)]
+    return (module, names[0]) if len(names) == 1 else None
+
 
 SYMBOLIC_CHECKS = [(claim, check) for claim in CLAIMS for check in claim.checks
-                   if check.kind == "symbolic" and check.function.startswith("bma_verify.reports.checks.symbolic:")]
+                   if check.kind == "symbolic" and _symbolic_spec(check) is not None]
 CLAIM_IDS = [claim.id for claim, _ in SYMBOLIC_CHECKS]
 
 
 def _check(claim_id: str):
-    return next(check for claim, check in SYMBOLIC_CHECKS if claim.id == claim_id).run
+    return next(check for claim, check in SYMBOLIC_CHECKS if claim.id == claim_id)
 
 
 def _quick(claim_id: str):
-    return _check(claim_id)(CheckContext(tier="quick", seed=0))
+    return _check(claim_id).run(CheckContext(tier="quick", seed=0))
 
 
 def _clear_caches():
@@ -47,12 +54,13 @@ def _unperturbed(results):
     return {}
 
 
-def test_every_registered_symbolic_check_is_implemented_here():
-    assert len(SYMBOLIC_CHECKS) == 8
-    assert sorted(CLAIM_IDS) == sorted(symbolic.CONTROLS)
-    for claim, check in SYMBOLIC_CHECKS:
-        assert check.function.startswith("bma_verify.reports.checks.symbolic:"), check.function
-        assert callable(check.run), claim.id
+def test_every_paper_symbolic_check_runs_the_shared_machinery():
+    paper = [(claim.id, check) for claim in CLAIMS if claim.section == "paper" for check in claim.checks
+             if check.kind == "symbolic"]
+    assert len(paper) == 8
+    for claim_id, check in paper:
+        module, name = _symbolic_spec(check)
+        assert getattr(module, name).claim == claim_id
 
 
 @pytest.mark.slow
@@ -96,7 +104,8 @@ def test_control_is_rejected_by_both_the_residuals_and_the_numerics(claim_id):
 def test_unperturbed_control_is_accepted_so_the_pass_is_withheld(claim_id, monkeypatch):
     # Compared against: with the perturbation removed the control is the true derived expression, so the same
     # decision accepts it; a check whose control is accepted cannot tell the claim from its negation.
-    monkeypatch.setitem(symbolic.CONTROLS, claim_id, (_unperturbed, "the unperturbed expression"))
+    module, name = _symbolic_spec(_check(claim_id))
+    monkeypatch.setattr(module, name, dataclasses.replace(getattr(module, name), perturbation=_unperturbed))
     outcome = _quick(claim_id)
     assert outcome.verdict == "pass"
     assert not outcome.control.rejected, outcome.control
@@ -127,64 +136,3 @@ def test_regression_tolerances_bound_rounding_errors_without_pinning_them():
     outcome = _quick("prop2-ds-quadratic")
     bound = outcome.tolerances["errors"]["abs"]
     assert 1000 * outcome.measured["max_abs_error"] <= bound <= DEFAULT_TOLERANCE
-
-
-def test_symbolic_check_is_deterministic_for_a_seed():
-    a = symbolic.lemma4_loglik_gap(CheckContext(tier="quick", seed=3))
-    b = symbolic.lemma4_loglik_gap(CheckContext(tier="quick", seed=3))
-    assert a.measured == b.measured and a.verdict == b.verdict == "pass"
-    assert a.control.measured == b.control.measured
-
-
-def test_planted_wrong_bound_makes_thm2_check_fail_with_instance(monkeypatch):
-    # A bound with 4 in place of 2 in the denominator: the verifier must reject it and the check must say so.
-    wrong = sp.exp(-L_SYM * GAP**2 / (4 * sp.log(EPS) ** 2))
-    real = symbolic.verify_thm2_consistency
-
-    def planted(rng, perturbation=None, **kw):  # the control keeps its own perturbation
-        return real(rng, perturbation=perturbation or (lambda results: {"bound": wrong}), **kw)
-
-    monkeypatch.setattr(symbolic, "verify_thm2_consistency", planted)
-    outcome = symbolic.thm2_consistency(CheckContext(tier="quick", seed=0))
-    assert outcome.verdict == "fail"
-    assert "bound_vs_numeric_chernoff" in outcome.instance["errors_over_tolerance"]
-    assert outcome.instance["claim"] == "thm2-consistency"
-
-
-def test_planted_nonzero_residual_makes_check_fail(monkeypatch):
-    # A derivation whose residual did not simplify to 0 (a wrong claimed form) must fail the check.
-    real = symbolic.derive_thm1_construction()
-    broken = Derivation(real.claim, real.steps, real.results,
-                        {**real.residuals, "leading_error_minus_claim": sp.Integer(2)})
-    monkeypatch.setattr(symbolic, "derive_thm1_construction", lambda: broken)
-    outcome = symbolic.thm1_construction(CheckContext(tier="quick", seed=0))
-    assert outcome.verdict == "fail"
-    assert "residual leading_error_minus_claim = 0" in outcome.instance["identities_failed"]
-
-
-def test_lemma3_check_evaluates_a_users_kernel():
-    kernel = np.array([[0.5, 0.3, 0.2], [0.1, 0.6, 0.3], [0.25, 0.25, 0.5]])
-    outcome = symbolic.lemma3_strict_dpi(CheckContext(tier="quick", seed=0, options={"kernel": kernel}))
-    # Independent: the definitions evaluated directly in NumPy.
-    tv = max(0.5 * np.abs(kernel[i] - kernel[j]).sum() for i in range(3) for j in range(3))
-    assert outcome.measured["user_kernel"]["alpha_dobrushin"] == pytest.approx(tv, abs=1e-14)
-    assert outcome.measured["user_kernel"]["alpha_doeblin"] == pytest.approx(1 - 3 * kernel.min(), abs=1e-14)
-    assert outcome.control.rejected
-
-
-def test_copier_weights_match_the_model_class():
-    # The derived copier weights against the real StructuredTransformer built by the Theorem 1 construction.
-    torch = pytest.importorskip("torch")
-    from bma_verify.model.construction import bma_construction
-    from bma_verify.theory.construction import BETA, G_SYM, H_SYM, L_SYM as L_COPY
-
-    derivation = theory.derive_thm1_construction()
-    weight = sp.lambdify([BETA, L_COPY, H_SYM, G_SYM], derivation.results["weight_copied"], "numpy")
-    kernel = np.array([[0.7, 0.3], [0.4, 0.6]])
-    L, H, beta = 3, 5, 2.5
-    model = bma_construction(kernel, L, beta)
-    with torch.no_grad():
-        attention = model.copier_attention(L, H).numpy()  # (K, H, (L+1)H)
-    for head in range(attention.shape[0]):
-        for g in range(H):
-            assert attention[head, g].max() == pytest.approx(weight(beta, L, H, g), abs=1e-12)

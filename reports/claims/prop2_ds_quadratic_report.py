@@ -1,0 +1,270 @@
+"""The render step of ``prop2-ds-quadratic``'s checks (:mod:`reports.claims.prop2_ds_quadratic`): measured values,
+tables, figures and prose, made from what the claim module computed and decided; nothing here decides.
+
+Every function takes the claim's :class:`Readings` (its instance and thresholds) so the numbers it prints are the
+ones the rules used.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from bma_verify.model.ds_runs import final_train_loss
+from bma_verify.reports.core import CheckContext, Control, Table, new_figure
+
+
+@dataclass(frozen=True)
+class Readings:
+    """The DS instance and the thresholds of the claim's rules (values: the claim module's constants)."""
+
+    d: int
+    H: int
+    rho: float
+    small_L: int
+    closed_by_L: int
+    train_L: int
+    gap_tol: float
+    below_bilinear_L: int
+
+
+def _save(fig, ctx: CheckContext, filename: str) -> str:
+    fig.savefig(ctx.figure_path(filename), dpi=80, metadata={"Software": None})
+    plt.close(fig)
+    return filename
+
+
+def _gap_axes(ax, r: Readings) -> None:
+    """The L_pa-gap axes of the trained and FFN figures: the tolerance line, symlog scale, labels."""
+    ax.axhline(r.gap_tol, color="grey", lw=0.8, ls=":", label=f"{r.gap_tol} nats")
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("L' (in-context examples at test)")
+    ax.set_ylabel("L_pa gap to BMA (nats)")
+
+
+# ------------------------------------------------------------------------------------------ the exact check
+
+def fit_measured(r: Readings, s: dict, bil: dict, kn: dict, rule: dict, small: list, c_star: float,
+                 closing) -> dict:
+    L_values, i_peak = bil["L"], rule["i_peak"]
+    return {
+        "L": L_values, "bilinear_gap_fit": bil["gap_fit"], "bilinear_gap_fit_se": bil["gap_fit_se"],
+        "bilinear_gap_fit_z_small_L": [rule["z"][i] for i in small],
+        "bilinear_gap_eval": bil["gap_eval"], "bilinear_gap_eval_se": bil["gap_eval_se"],
+        "bma_parent_loss": bil["bma_parent_loss"], "bilinear_parent_loss": bil["fit_parent_loss"],
+        "bilinear_converged": bil["converged"], "gap_found": rule["gap_found"], "shrinks": rule["shrinks"],
+        "key_norm_L": kn["L"], "key_norm_gap_eval": kn["gap_eval"],
+        "key_norm_coef": kn["key_norm_coef"], "exact_key_norm_coef": c_star,
+        "peak_L": L_values[i_peak], "peak_gap": bil["gap_eval"][i_peak],
+        "closing_L_below_0.01": closing, "d": r.d, "H": r.H, "rho": r.rho, "n_fit": s["n_fit"],
+        "n_eval": s["n_eval"],
+    }
+
+
+def fit_summary(r: Readings, bil: dict, kn: dict, ctl: dict, rule: dict, small: list, c_star: float, closing,
+                control: Control) -> str:
+    L_values, i_peak = bil["L"], rule["i_peak"]
+    z_min = min(rule["z"][i] for i in small)
+    return (f"best bilinear W: gap {bil['gap_fit'][small[0]]:.4f} nats at L'={L_values[small[0]]} (z >= "
+            f"{z_min:.0f} over L' <= {r.small_L}), peak {bil['gap_eval'][i_peak]:.4f} at L'={L_values[i_peak]}, "
+            f"{bil['gap_eval'][-1]:.4f} at L'={L_values[-1]}"
+            f"{'' if closing is None else f', below 0.01 from L={closing} on'}; fitted to a bilinear "
+            f"posterior (control) it reaches {max(ctl['gap_fit'][i] for i in small):.0e}, "
+            f"{'no gap' if control.rejected else 'a GAP'} by the same rule; the key-norm score, whose family "
+            f"contains the posterior, reaches {max(kn['gap_eval']):.1e} (fitted c = "
+            f"{kn['key_norm_coef'][0]:.4f}, exact {c_star:.4f}).")
+
+
+def fit_tables(bil: dict, kn: dict, ctl: dict, c_star: float) -> list[Table]:
+    rows = [[L, f"{bil['gap_fit'][i]:.4f} ± {bil['gap_fit_se'][i]:.4f}",
+             f"{bil['gap_eval'][i]:.4f} ± {bil['gap_eval_se'][i]:.4f}", f"{bil['bma_parent_loss'][i]:.4f}",
+             f"{bil['fit_parent_loss'][i]:.4f}", f"{ctl['gap_fit'][i]:.1e}"] for i, L in enumerate(bil["L"])]
+    table = Table("best bilinear W per L' (convex fit): L_pa gap to the exact posterior, nats",
+                  ["L'", "gap, fit contexts (lower est.)", "gap, fresh contexts (upper est.)", "L_pa BMA",
+                   "L_pa bilinear", "control: gap to a bilinear posterior"], rows)
+    kn_table = Table("best key-norm score (W, c) per L' (its family contains the posterior: a check of the fitter)",
+                     ["L'", "gap, fresh contexts", "fitted c", "exact c"],
+                     [[L, f"{g:.2e}", f"{c:.5f}", f"{c_star:.5f}"]
+                      for L, g, c in zip(kn["L"], kn["gap_eval"], kn["key_norm_coef"])])
+    return [table, kn_table]
+
+
+def fit_figure(ctx: CheckContext, r: Readings, bil: dict, kn: dict, ctl: dict) -> str:
+    fig, ax = new_figure(figsize=(6, 3.6))
+    ax.errorbar(bil["L"], bil["gap_eval"], yerr=2 * np.asarray(bil["gap_eval_se"]), marker="o", ms=3,
+                label="best bilinear W (fresh contexts, ±2 SE)")
+    ax.plot(bil["L"], bil["gap_fit"], ls="--", lw=1, label="best bilinear W (fit contexts)")
+    ax.plot(kn["L"], kn["gap_eval"], marker="s", ms=3, ls=":", label="best key-norm score")
+    ax.plot(bil["L"], ctl["gap_fit"], marker="x", ms=4, ls="-.", lw=1,
+            label="control: best bilinear W, bilinear posterior")
+    ax.set_xlabel("L' (in-context examples)")
+    ax.set_ylabel("L_pa gap to BMA (nats)")
+    ax.set_title(f"DS, d={r.d}, H={r.H}, ρ={r.rho}: Proposition 2 gap")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, ctx, "prop2_bilinear_fit_gap.png")
+
+
+# --------------------------------------------------------------------------------------- the trained check
+
+def trained_measured(r: Readings, s: dict, ev: dict, histories: dict, rule: dict, conv: dict, ffn: dict) -> dict:
+    """``ev``, ``histories``: per model (bilinear, key-norm, ffn); ``ffn``: the FFN's ``rule``, ``init_rule``,
+    ``history`` and ``closing`` L'."""
+    measured = {"L": ev["bilinear"]["L"], "steps": s["steps"], "copier": s["copier"], "d": r.d, "H": r.H,
+                "rho": r.rho, "train_L_max": r.train_L, "bilinear_minus_best_bilinear_gap": conv["distance"],
+                "training_converged": bool(conv["converged"]), "bilinear_at_family_optimum": bool(conv["at_optimum"]),
+                "key_norm_loss_flat": conv["key_norm_flat"], "bilinear_shows_gap": rule["shows_gap"],
+                "key_norm_closes_gap": rule["closes"], "bilinear_small_L_gap_lower": rule["small_L_gap_lower"],
+                "bilinear_late_L_gap_upper": rule["late_L_gap_upper"], "key_norm_gap_upper": rule["closing_gap_upper"],
+                "ffn_closes_gap": ffn["rule"]["verdict"] == "pass", "ffn_gap_upper": ffn["rule"]["gap_upper"],
+                "ffn_init_closes_gap": ffn["init_rule"]["verdict"] == "pass",
+                "ffn_init_gap_upper": ffn["init_rule"]["gap_upper"],
+                "ffn_loss_flat": bool(ffn["history"]["converged"]), "ffn_steps": s["ffn_steps"],
+                "ffn_closes_gap_from_L": ffn["closing"], "ffn_below_best_bilinear_at_L": ffn["rule"]["below_at_L"]}
+    for name, e in ev.items():
+        tag = name.replace("-", "_")
+        for key in ("gap", "gap_se"):
+            measured[f"{tag}_{key}"] = e[key]
+        measured[f"{tag}_max_gap"] = float(max(e["gap"]))
+        for key in ("parent_loss", "mse", "mse_excess", "parent_accuracy"):
+            measured[f"{tag}_{key}"] = e[key]
+        measured[f"{tag}_final_train_loss"] = final_train_loss(histories[name])
+    measured["bma_parent_loss"] = ev["bilinear"]["bma_parent_loss"]
+    measured["bma_mse"] = ev["bilinear"]["bma_mse"]
+    return measured
+
+
+def trained_summary(r: Readings, s: dict, rule: dict, control: Control, ffn: dict, conv: dict) -> str:
+    ffn_rule, ffn_init_rule = ffn["rule"], ffn["init_rule"]
+    return (f"bilinear model: gap >= {rule['small_L_gap_lower']:.4f} nats (3-SE lower bound) at L' <= {r.small_L}, "
+            f"<= {rule['late_L_gap_upper']:.4f} at L' >= {r.closed_by_L}; key-norm model (its family contains BMA "
+            f"by construction) within {rule['closing_gap_upper']:.4f} of BMA at every L' (tolerance {r.gap_tol}); "
+            f"control (BMA in the gap slot, the bilinear model in the closing slot) "
+            f"{'rejected' if control.rejected else 'NOT rejected'}; FFN model (open question 3, not deciding): "
+            f"{'closes' if ffn_rule['verdict'] == 'pass' else 'does not close'} the gap (max "
+            f"{ffn_rule['max_gap']:.4f}, below the best bilinear W at L' in {ffn_rule['below_at_L'] or 'none'}; "
+            f"control, at its initial weights, {ffn_init_rule['gap_upper']:.2f}: "
+            f"{'NOT ' if ffn_init_rule['verdict'] == 'pass' else ''}rejected) after {s['ffn_steps']} steps; "
+            f"training {'converged' if conv['converged'] else 'NOT converged'} (bilinear model within "
+            f"{max(np.abs(conv['distance'])):.4f} of its family's optimum).")
+
+
+def trained_assumptions(r: Readings, s: dict) -> list[str]:
+    return [
+        "the key-norm model's family contains BMA by construction (W = ρ/(1−ρ²)A, c = −ρ²/(2(1−ρ²))): its "
+        "closing the gap shows that training reaches that member, not that a quadratic key feature is learned",
+        "'a variant with a quadratic key feature or an FFN closes it' is met by either variant; the FFN model "
+        f"({ffn_description(r, s)}) is judged apart (open question 3) and does not decide this verdict",
+        f"'closes' = within {r.gap_tol} nats of BMA (+3 SE) at every L' tested; 'gap at small L'' = above "
+        f"{r.gap_tol} nats by 3 SE at some L' <= {r.small_L}; 'closing near L' ≈ 20' = within {r.gap_tol} (+3 SE) "
+        f"at every L' >= {r.closed_by_L} tested",
+        f"layer 1 is the exact (β → ∞) copier, not trained; training L' ~ U{{1..{r.train_L}}} zero-padded, "
+        f"squared error on the query, Adam (lr 0.02) with cosine decay, {s['steps']} steps of batch {s['batch']} "
+        f"(the FFN: its own run, above)",
+    ]
+
+
+def trained_table(ev: dict) -> Table:
+    names = ("bilinear", "key-norm", "ffn")
+    rows = [[L] + [f"{ev[n]['gap'][i]:.4f} ± {ev[n]['gap_se'][i]:.4f}" for n in names]
+            + [f"{ev['bilinear']['bma_parent_loss'][i]:.4f}"] + [f"{ev[n]['mse_excess'][i]:+.4f}" for n in names]
+            for i, L in enumerate(ev["bilinear"]["L"])]
+    return Table("trained models: L_pa gap to BMA (nats, ± SE) and excess squared error over BMA, per L'",
+                 ["L'", "gap bilinear", "gap key-norm", "gap FFN", "L_pa BMA", "ΔMSE bilinear", "ΔMSE key-norm",
+                  "ΔMSE FFN"], rows)
+
+
+def trained_figure(ctx: CheckContext, r: Readings, s: dict, fit: dict, ev: dict, ffn_init: dict) -> str:
+    fig, ax = new_figure(figsize=(6.4, 3.8))
+    ax.plot(fit["L"], fit["gap_eval"], color="k", ls="--", lw=1, label="best bilinear W (exact fit)")
+    L_values = ev["bilinear"]["L"]
+    for name in ("bilinear", "key-norm", "ffn"):
+        ax.errorbar(L_values, ev[name]["gap"], yerr=2 * np.asarray(ev[name]["gap_se"]), marker="o", ms=3,
+                    label=f"trained {name} model")
+    ax.plot(L_values, ffn_init["gap"], color="grey", ls=":", marker="x", ms=3, label="FFN model at its initial weights")
+    _gap_axes(ax, r)
+    ax.set_title(f"DS (d={r.d}, H={r.H}, ρ={r.rho}), {s['steps']} steps (FFN {s['ffn_steps']}), {s['copier']} "
+                 f"copier", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, ctx, "prop2_trained_gap.png")
+
+
+def attention_figure(ctx: CheckContext, panels: list, parents: np.ndarray, L: int) -> str:
+    """``panels``: (title, (H, H) attention) of :func:`model.ds_runs.attention_maps`; ``parents`` (H,) true tree."""
+    H = len(parents)
+    fig, axes = new_figure(1, len(panels), figsize=(3.0 * len(panels), 3.0))
+    for ax, (title, att) in zip(axes, panels):
+        ax.imshow(att, vmin=0, vmax=1, cmap="viridis")
+        ax.scatter(parents[1:], np.arange(1, H), marker="x", c="red", s=18, label="true parent")
+        ax.set_title(title, fontsize=8)
+        ax.set_xlabel("h' (key)", fontsize=7)
+        ax.set_ylabel("h (query)", fontsize=7)
+    axes[-1].legend(fontsize=6, loc="upper right", framealpha=0.5)
+    fig.suptitle(f"second-layer attention, one context with L'={L} (red x: true parent)", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, ctx, "prop2_attention_maps.png")
+
+
+# ------------------------------------------------------------------------ the FFN check (open question 3)
+
+def ffn_description(r: Readings, s: dict) -> str:
+    f = s["ffn"]
+    return (f"SwiGLU FFN (LLaMA's gated FFN, no biases; hidden {f['ffn_hidden']}, {f['ffn_spare']} spare residual "
+            f"dimension{'s' if f['ffn_spare'] != 1 else ''}) on each copied example, then query-key attention "
+            f"full rank over the residual width, weights shared by the {r.train_L} slots; {s['ffn_steps']} steps of "
+            f"batch {s['ffn_batch']}, Adam lr {s['ffn_lr']} with cosine decay")
+
+
+def ffn_measured(r: Readings, s: dict, run: dict, fit: dict, rule: dict, converged: bool) -> dict:
+    ev = run["eval"]
+    fit_gap = dict(zip(fit["L"], fit["gap_fit"]))
+    return {"L": ev["L"], "ffn_gap": ev["gap"], "ffn_gap_se": ev["gap_se"], "ffn_max_gap": rule["max_gap"],
+            "ffn_gap_upper": rule["gap_upper"], "ffn_closes_gap": rule["closes"],
+            "ffn_below_best_bilinear": rule["below_best_bilinear"],
+            "ffn_below_best_bilinear_at_L": rule["below_at_L"],
+            "ffn_not_below_best_bilinear_at_L": rule["not_below_at_L"],
+            "best_bilinear_gap_fit": [fit_gap[L] if L in fit_gap else None for L in ev["L"]],
+            "ffn_parent_loss": ev["parent_loss"], "bma_parent_loss": ev["bma_parent_loss"],
+            "ffn_mse_excess": ev["mse_excess"], "ffn_final_train_loss": final_train_loss(run["history"]),
+            "ffn_loss_flat": converged, "steps": s["ffn_steps"], "batch": s["ffn_batch"], "lr": s["ffn_lr"],
+            "ffn_hidden": s["ffn"]["ffn_hidden"], "ffn_spare": s["ffn"]["ffn_spare"],
+            "d": r.d, "H": r.H, "rho": r.rho, "train_L_max": r.train_L}
+
+
+def ffn_summary(r: Readings, s: dict, scale: str, rule: dict, control_rule: dict, control: Control,
+                converged: bool) -> str:
+    return (f"{'reproduced' if rule['verdict'] == 'pass' else 'not reproduced'} at scale ({scale}): max gap "
+            f"{rule['max_gap']:.4f} nats (upper 3-SE bound {rule['gap_upper']:.4f}, tolerance {r.gap_tol}), below "
+            f"the best bilinear W at L' in {rule['below_at_L'] or 'none'}"
+            f"{'' if not rule['not_below_at_L'] else ', not at ' + str(rule['not_below_at_L'])}; control "
+            f"(the FFN at its initial weights, max gap {control_rule['max_gap']:.2f}) "
+            f"{'rejected' if control.rejected else 'NOT rejected'}; training loss "
+            f"{'flat' if converged else 'NOT flat'} after {s['ffn_steps']} steps.")
+
+
+def ffn_table(run: dict, fit: dict) -> Table:
+    ev, init = run["eval"], run["init_eval"]
+    fit_gap = dict(zip(fit["L"], zip(fit["gap_fit"], fit["gap_fit_se"])))
+    rows = [[L, f"{ev['gap'][i]:.4f} ± {ev['gap_se'][i]:.4f}",
+             f"{fit_gap[L][0]:.4f} ± {fit_gap[L][1]:.4f}" if L in fit_gap else "—",
+             f"{init['gap'][i]:.3f}", f"{ev['mse_excess'][i]:+.4f}"] for i, L in enumerate(ev["L"])]
+    return Table("FFN model (open question 3): L_pa gap to BMA per L' (nats, ± SE)",
+                 ["L'", "gap FFN (trained)", "best bilinear W (fit contexts)", "gap FFN at its initial weights",
+                  "ΔMSE FFN"], rows)
+
+
+def ffn_figure(ctx: CheckContext, r: Readings, s: dict, fit: dict, run: dict) -> str:
+    ev, init = run["eval"], run["init_eval"]
+    fig, ax = new_figure(figsize=(6, 3.6))
+    ax.plot(fit["L"], fit["gap_fit"], color="k", ls="--", lw=1, label="best bilinear W (exact fit)")
+    ax.errorbar(ev["L"], ev["gap"], yerr=2 * np.asarray(ev["gap_se"]), marker="o", ms=3,
+                label=f"SwiGLU FFN + query-key, {s['ffn_steps']} steps")
+    ax.plot(ev["L"], init["gap"], color="grey", ls=":", marker="x", ms=3, label="control: FFN at initial weights")
+    _gap_axes(ax, r)
+    ax.set_title(f"DS (d={r.d}, H={r.H}, ρ={r.rho}): does an FFN close the gap?", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, ctx, "prop2_ffn_gap.png")

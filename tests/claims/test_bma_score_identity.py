@@ -1,0 +1,78 @@
+"""bma-score-identity: the exact check (enumeration over trees vs parent_posterior) and the model check (the
+constructed StructuredTransformer's A^(2) vs parent_posterior), their controls and planted failures."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+import bma_verify.model.analysis as analysis_module
+import bma_verify.reports.claims.bma_score_identity as claim
+from bma_verify import numerics as nm
+from bma_verify.model.construction import bma_construction
+from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
+
+SMALL = 8  # posterior contexts of the accepted-control test
+
+
+def _not_discriminating(outcome) -> None:
+    assert outcome.verdict == "pass" and outcome.control is not None and not outcome.control.rejected
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
+
+
+def test_exact_check_passes_and_rejects_the_transposed_kernel(tmp_path):
+    outcome = claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    assert outcome.control.rejected and settle(outcome) == ("pass", "")
+
+
+def test_exact_check_whose_control_is_the_real_posterior_is_not_discriminating(monkeypatch, tmp_path):
+    # the "transposed" posterior is the real one
+    monkeypatch.setitem(claim.POSTERIOR_CONTEXTS, "quick", SMALL)
+    monkeypatch.setattr(claim, "selector_attention", lambda W, context: nm.parent_posterior(np.exp(W.T), context))
+    _not_discriminating(claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)))
+
+
+def test_model_check_passes_and_rejects_its_control_far_from_the_threshold(tmp_path):
+    # reference: numerics.parent_posterior; the planted (log π)ᵀ selector is O(1) wrong against a 1e-6 tolerance
+    outcome = claim.model_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    assert outcome.verdict == "pass", outcome.summary
+    assert outcome.control.rejected and settle(outcome) == ("pass", "")
+    assert outcome.control.measured["max_attention_l1_error"] > 0.1
+
+
+def test_model_check_with_a_rule_accepting_its_control_is_not_discriminating(monkeypatch):
+    # a rule loose enough to accept (log π)ᵀ
+    import bma_verify.reports.checks.construction as construction
+
+    monkeypatch.setattr(construction, "CONSTRUCTION_TOL", 10.0)
+    _not_discriminating(claim.model_check(CheckContext(tier="quick", seed=0)))
+
+
+def _transposed_construction(kernel, L, beta, output="mixture", **kw):
+    """Planted bug: W_KQ = (log π)ᵀ per block, i.e. the likelihood read child → parent."""
+    built = bma_construction(kernel, L, beta, output, **kw)
+    with torch.no_grad():
+        d = built.d
+        for k in range(L):
+            block = built.W_KQ[k * d:(k + 1) * d, k * d:(k + 1) * d]
+            block.copy_(block.T.clone())
+    return built
+
+
+def test_model_check_catches_a_transposed_selector(monkeypatch):
+    monkeypatch.setattr(analysis_module, "bma_construction", _transposed_construction)
+    assert claim.model_check(CheckContext(tier="quick", seed=0)).verdict == "fail"
+
+
+def test_symbolic_check_fails_when_its_derived_result_is_the_planted_perturbation(monkeypatch):
+    # The control's wrong expression passed off as the derivation: the shared rule must read fail, with the
+    # failing identities as the instance.
+    real = claim.SYMBOLIC
+    monkeypatch.setattr(claim, "SYMBOLIC", dataclasses.replace(
+        real, derive=lambda *args: real.perturb(*args, perturbation=real.perturbation),
+        verify=lambda rng, perturbation=None, **sizes: real.verify(rng, perturbation=perturbation or real.perturbation,
+                                                                    **sizes)))
+    outcome = claim.symbolic_check(CheckContext(tier="quick", seed=0))
+    assert outcome.verdict == "fail" and outcome.instance["identities_failed"], outcome.summary

@@ -1,0 +1,67 @@
+"""exp-fig3-parameters on stand-in runs: the Theorem 1 construction (block-diagonal W_KQ = log π, copying heads at
+offset 0) is a converged run, an untrained model one that is not. The check must pass the first, reject its
+control (the model at its initialisation), never pass the second, and leave a value in its noise band undecided.
+"""
+from __future__ import annotations
+
+import pytest
+
+import bma_verify.model.analysis as analysis_module
+import bma_verify.reports.claims.exp_fig3_parameters as fig3
+from bma_verify.model.training import TrainRun
+from bma_verify.reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, settle
+from tests.trained_stand_ins import patch_runs, stand_in_run
+
+
+@pytest.fixture(scope="module")
+def converged_fig2():
+    return {"fig2": stand_in_run(L=5, test_L=(1, 2, 5), construction=True)}
+
+
+@pytest.fixture(scope="module")
+def untrained_fig2():
+    return {"fig2": stand_in_run(L=5, test_L=(1, 2, 5))}
+
+
+def test_fig3_passes_a_converged_run_and_rejects_the_model_at_initialisation(converged_fig2, monkeypatch):
+    patch_runs(monkeypatch, {"fig2": converged_fig2})
+    outcome = fig3.exp_fig3_parameters(CheckContext(tier="quick", seed=0))
+    assert outcome.converged is True
+    assert outcome.verdict == "pass", outcome.summary
+    assert outcome.control.rejected, outcome.control
+    assert settle(outcome) == ("pass", "")
+
+
+def test_fig3_whose_control_is_accepted_is_not_discriminating(converged_fig2, monkeypatch):
+    # a rule that accepts everything accepts the control too: the pass must be withheld
+    patch_runs(monkeypatch, {"fig2": converged_fig2})
+    monkeypatch.setattr(fig3, "combine_sides", lambda sides: "pass")
+    outcome = fig3.exp_fig3_parameters(CheckContext(tier="quick", seed=0))
+    assert outcome.verdict == "pass" and not outcome.control.rejected
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
+
+
+def test_fig3_never_passes_a_run_that_has_not_converged(untrained_fig2, converged_fig2, monkeypatch):
+    patch_runs(monkeypatch, {"fig2": untrained_fig2})
+    outcome = fig3.exp_fig3_parameters(CheckContext(tier="quick", seed=0))
+    assert outcome.converged is False and settle(outcome)[0] != "pass"
+    assert outcome.verdict == "inconclusive" and "not converged" in outcome.reason
+    # the construction's parameters on a run that (by its L_pa) has not converged: even an accept-all rule
+    # cannot make it pass
+    run = converged_fig2["fig2"]
+    stalled = TrainRun(run.model, run.kernel, run.config, run.metrics | {"parent_loss_gap": 0.26})
+    patch_runs(monkeypatch, {"fig2": {"fig2": stalled}})
+    monkeypatch.setattr(fig3, "combine_sides", lambda sides: "pass")
+    outcome = fig3.exp_fig3_parameters(CheckContext(tier="quick", seed=0))
+    assert outcome.converged is False and settle(outcome) == ("inconclusive", NOT_CONVERGED)
+
+
+def test_fig3_reads_an_off_block_value_in_its_noise_band_as_inconclusive(converged_fig2, monkeypatch):
+    # 0.238 (this host) and 0.277 (another) against 0.25: the same run cannot pass on one host and fail on another
+    patch_runs(monkeypatch, {"fig2": converged_fig2})
+    real = analysis_module.parameter_summary
+    monkeypatch.setattr(analysis_module, "parameter_summary",
+                        lambda m, k, L, H: real(m, k, L, H) | {"off_block_fraction": 0.238})
+    outcome = fig3.exp_fig3_parameters(CheckContext(tier="quick", seed=0))
+    assert outcome.verdict == "inconclusive" and "noise" in outcome.reason

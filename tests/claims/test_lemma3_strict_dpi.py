@@ -1,0 +1,101 @@
+"""lemma3-strict-dpi: the symbolic check on a user's kernel, the exact check and the α candidates on the shared
+sweep, the Monte Carlo check, their controls, findings and what settle makes of an accepted control."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import bma_verify.reports.checks.numeric_common as numeric_common
+import bma_verify.reports.claims.lemma3_strict_dpi as claim
+from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
+from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES, check_instance
+
+SMALL = {"lemma3_instances": 24, "lemma3_chunk": 24, "mc_instances": 2, "mc_samples": 20_000}
+
+
+@pytest.fixture(scope="module")
+def quick_outcomes(tmp_path_factory):
+    """Every numeric check once on the quick tier, seed 0 (the reference report's), sharing one context."""
+    ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path_factory.mktemp("figures"))
+    return {name: getattr(claim, name)(ctx) for name in ("exact_check", "alpha_candidates_check",
+                                                         "monte_carlo_check")}
+
+
+def test_symbolic_check_evaluates_a_users_kernel():
+    kernel = np.array([[0.5, 0.3, 0.2], [0.1, 0.6, 0.3], [0.25, 0.25, 0.5]])
+    outcome = claim.symbolic_check(CheckContext(tier="quick", seed=0, options={"kernel": kernel}))
+    # Independent: the definitions evaluated directly in NumPy.
+    tv = max(0.5 * np.abs(kernel[i] - kernel[j]).sum() for i in range(3) for j in range(3))
+    assert outcome.measured["user_kernel"]["alpha_dobrushin"] == pytest.approx(tv, abs=1e-14)
+    assert outcome.measured["user_kernel"]["alpha_doeblin"] == pytest.approx(1 - 3 * kernel.min(), abs=1e-14)
+    assert outcome.control.rejected
+
+
+def test_the_alpha_candidates_are_the_stronger_reading():
+    readings = {check.run.__name__: check.reading for check in claim.CLAIM.checks}
+    assert readings["alpha_candidates_check"] == "stronger"
+    assert readings["exact_check"] == readings["monte_carlo_check"] == "as-stated"
+
+
+@pytest.mark.slow
+def test_every_numeric_check_rejects_its_control_in_the_quick_tier(quick_outcomes):
+    for name, outcome in quick_outcomes.items():
+        assert outcome.control is not None and outcome.control.rejected, (name, outcome.control)
+        if name == "alpha_candidates_check":
+            assert outcome.verdict == "fail"  # a stronger reading of ours, refuted (findings below)
+        else:
+            assert settle(outcome) == ("pass", ""), (name, outcome.verdict, outcome.summary)
+
+
+@pytest.mark.slow
+def test_alpha_candidates_refute_dobrushin_with_the_stored_chain_and_keep_doeblin(quick_outcomes):
+    # δ(π) is refuted by the smallest stored instance (the chain x_0 → x_1 → x_2), replayable by check_instance;
+    # the Doeblin bound holds on every sweep pair; η_KL of the pair's own channel is a consistency check, not a finding
+    outcome = quick_outcomes["alpha_candidates_check"]
+    dobrushin, doeblin, doeblin_ancestor, channel = outcome.findings
+    assert dobrushin.status == "refuted" and "δ(π)" in dobrushin.statement
+    assert dobrushin.instance["parents"] == KNOWN_COUNTEREXAMPLES[1]["parents"] == [-1, 0, 1]
+    assert not check_instance(dobrushin.instance)["holds"]
+    assert doeblin.status == doeblin_ancestor.status == channel.status == "holds"
+    assert outcome.measured["consistency"]["sdpi_violations"] == 0
+    assert not any("η_KL" in f.statement.split(",")[0] for f in outcome.findings)
+    assert outcome.control.measured["holds"] is False
+
+
+@pytest.mark.slow
+def test_the_monte_carlo_close_call_is_within_a_few_standard_errors(quick_outcomes):
+    margin = quick_outcomes["monte_carlo_check"].measured["close_call"]["margin_in_stderr"]
+    assert 2.5 < margin < 8, margin
+
+
+def _small(monkeypatch) -> None:
+    for key, value in SMALL.items():
+        monkeypatch.setitem(numeric_common.SIZES["quick"], key, value)
+
+
+def _not_discriminating(outcome) -> None:
+    assert outcome.verdict == "pass", outcome.summary
+    assert outcome.control is not None and not outcome.control.rejected
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
+
+
+def test_exact_check_with_a_kernel_inside_the_hypothesis_as_control_is_not_discriminating(monkeypatch, tmp_path):
+    _small(monkeypatch)
+    monkeypatch.setattr(claim, "COPY_CONTROL", dict(claim.COPY_CONTROL, kernel=[[0.9, 0.1], [0.1, 0.9]]))
+    _not_discriminating(claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)))
+
+
+def test_alpha_candidates_with_alpha_above_the_ratio_are_not_discriminating(monkeypatch, tmp_path):
+    # α above the ratio; no stored counterexample, so the check can pass
+    _small(monkeypatch)
+    monkeypatch.setattr(claim, "PLANTED_ALPHA_SHORTFALL", -1e-3)
+    monkeypatch.setattr(numeric_common, "KNOWN_COUNTEREXAMPLES", ())
+    _not_discriminating(claim.alpha_candidates_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)))
+
+
+def test_monte_carlo_check_with_alpha_above_the_ratio_is_not_discriminating(monkeypatch, tmp_path):
+    # α 3 standard errors above the exact ratio
+    _small(monkeypatch)
+    monkeypatch.setattr(claim, "PLANTED_STDERRS", -3.0)
+    _not_discriminating(claim.monte_carlo_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)))

@@ -1,0 +1,88 @@
+"""lemma4-loglik-gap: the symbolic check's determinism, the exact check on the shared Lemma 3 sweep and the Monte
+Carlo check, their controls and what settle makes of an accepted control."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import bma_verify.numerics.dpi_sweep as dpi_sweep
+import bma_verify.reports.checks.numeric_common as numeric_common
+import bma_verify.reports.claims.lemma4_loglik_gap as claim
+from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
+
+SMALL = {"lemma3_instances": 24, "lemma3_chunk": 24, "mc_instances": 2, "mc_samples": 20_000}
+
+
+def test_symbolic_check_is_deterministic_for_a_seed():
+    a = claim.symbolic_check(CheckContext(tier="quick", seed=3))
+    b = claim.symbolic_check(CheckContext(tier="quick", seed=3))
+    assert a.measured == b.measured and a.verdict == b.verdict == "pass"
+    assert a.control.measured == b.control.measured
+
+
+@pytest.fixture(scope="module")
+def quick_outcomes(tmp_path_factory):
+    ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path_factory.mktemp("figures"))
+    return {name: getattr(claim, name)(ctx) for name in ("exact_check", "monte_carlo_check")}
+
+
+@pytest.mark.slow
+def test_every_numeric_check_rejects_its_control_in_the_quick_tier(quick_outcomes):
+    for name, outcome in quick_outcomes.items():
+        assert outcome.control is not None and outcome.control.rejected, (name, outcome.control)
+        assert settle(outcome) == ("pass", ""), (name, outcome.verdict, outcome.summary)
+
+
+@pytest.mark.slow
+def test_the_monte_carlo_close_call_is_within_a_few_standard_errors(quick_outcomes):
+    gap = quick_outcomes["monte_carlo_check"].measured["close_call"]["gap_in_stderr"]
+    assert 2.5 < gap < 8, gap
+
+
+def _small(monkeypatch) -> None:
+    for key, value in SMALL.items():
+        monkeypatch.setitem(numeric_common.SIZES["quick"], key, value)
+
+
+def _not_discriminating(outcome) -> None:
+    assert outcome.verdict == "pass", outcome.summary
+    assert outcome.control is not None and not outcome.control.rejected
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
+
+
+def test_exact_check_whose_formula_without_kl_keeps_it_is_not_discriminating(monkeypatch, tmp_path):
+    # the "formula without E KL" keeps its E KL term
+    _small(monkeypatch)
+    original = dpi_sweep._lemma4_terms
+
+    def kl_in_mi_parent(*args):
+        terms = original(*args)
+        return dict(terms, mi_parent=terms["mi_parent"] + terms["kl"])
+    monkeypatch.setattr(dpi_sweep, "_lemma4_terms", kl_in_mi_parent)
+    _not_discriminating(claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)))
+
+
+def test_monte_carlo_check_whose_formula_without_kl_keeps_it_is_not_discriminating(monkeypatch, tmp_path):
+    _small(monkeypatch)
+    original = claim.lemma4_monte_carlo
+
+    def kl_in_mi_parent(*args, **kwargs):
+        out = original(*args, **kwargs)
+        out["exact"]["mi_parent"] += out["exact"]["kl"]
+        return out
+    monkeypatch.setattr(claim, "lemma4_monte_carlo", kl_in_mi_parent)
+    _not_discriminating(claim.monte_carlo_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)))
+
+
+def test_symbolic_check_fails_when_its_derived_result_is_the_planted_perturbation(monkeypatch):
+    # The control's wrong expression passed off as the derivation: the shared rule must read fail, with the
+    # failing identities as the instance.
+    real = claim.SYMBOLIC
+    monkeypatch.setattr(claim, "SYMBOLIC", dataclasses.replace(
+        real, derive=lambda *args: real.perturb(*args, perturbation=real.perturbation),
+        verify=lambda rng, perturbation=None, **sizes: real.verify(rng, perturbation=perturbation or real.perturbation,
+                                                                    **sizes)))
+    outcome = claim.symbolic_check(CheckContext(tier="quick", seed=0))
+    assert outcome.verdict == "fail" and outcome.instance["identities_failed"], outcome.summary

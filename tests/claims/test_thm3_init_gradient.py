@@ -1,0 +1,120 @@
+"""thm3-init-gradient: the exact J form and π̄ form on the shared sweep, the Monte Carlo check beyond enumeration
+and the model check (autograd through the real model), their controls, findings and what settle makes of an
+accepted control."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+import bma_verify.model.analysis as analysis_module
+import bma_verify.reports.checks.numeric_common as numeric_common
+import bma_verify.reports.claims.thm3_init_gradient as claim
+from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
+from bma_verify.reports.search import check_instance
+
+SMALL = {"thm3_instances": 8, "thm3_chunk": 8, "thm3_mc_samples": 100_000}
+
+
+@pytest.fixture(scope="module")
+def quick_outcomes(tmp_path_factory):
+    ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path_factory.mktemp("figures"))
+    return {name: getattr(claim, name)(ctx) for name in ("exact_check", "pibar_check", "monte_carlo_check")}
+
+
+def test_the_pibar_form_is_the_stronger_reading():
+    readings = {check.run.__name__: check.reading for check in claim.CLAIM.checks}
+    assert readings["pibar_check"] == "stronger" and readings["exact_check"] == "as-stated"
+
+
+@pytest.mark.slow
+def test_every_numeric_check_rejects_its_control_in_the_quick_tier(quick_outcomes):
+    for name, outcome in quick_outcomes.items():
+        assert outcome.control is not None and outcome.control.rejected, (name, outcome.control)
+        if name == "pibar_check":
+            assert outcome.verdict == "fail"  # a stronger reading of ours, refuted
+        else:
+            assert settle(outcome) == ("pass", ""), (name, outcome.verdict, outcome.summary)
+
+
+@pytest.mark.slow
+def test_pibar_form_holds_for_stationary_and_is_refuted_by_the_stored_non_stationary_chain(quick_outcomes):
+    outcome = quick_outcomes["pibar_check"]
+    stationary, non_stationary = outcome.findings
+    assert stationary.status == "holds" and "stationary μ₀" in stationary.statement
+    assert non_stationary.status == "refuted"
+    assert non_stationary.instance["init"] == [0.9, 0.05, 0.05] and non_stationary.instance["h"] == 3
+    assert not check_instance(non_stationary.instance)["holds"]
+    assert outcome.figures == ["thm3_init_gradient_pibar.png"]  # the stored counterexample, not a random instance
+
+
+@pytest.mark.slow
+def test_j_form_passes_with_exact_identities_and_the_stored_instance(quick_outcomes):
+    outcome = quick_outcomes["exact_check"]
+    assert outcome.verdict == "pass" and outcome.measured["violations"] == 0
+    assert outcome.measured["max_chi2_identity_error"] < 1e-13 and outcome.measured["max_j_identity_error"] < 1e-13
+    assert all(m > 0 for m in outcome.measured["stored_instance_margins"])
+
+
+@pytest.mark.slow
+def test_the_monte_carlo_close_call_is_within_a_few_standard_errors(quick_outcomes):
+    margin = quick_outcomes["monte_carlo_check"].measured["close_call"]["margin_in_stderr"]
+    assert 2.5 < margin < 8, margin
+
+
+def _not_discriminating(outcome) -> None:
+    assert outcome.verdict == "pass", outcome.summary
+    assert outcome.control is not None and not outcome.control.rejected
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
+
+
+@pytest.mark.parametrize("check", ["exact_check", "pibar_check"])
+def test_exact_checks_whose_shuffled_label_never_loses_are_not_discriminating(check, monkeypatch, tmp_path):
+    for key, value in SMALL.items():
+        monkeypatch.setitem(claim.SWEEP_SIZES["quick"], key, value)
+    original = claim.thm3_sweep
+
+    def shuffled_label_wins(ctx):
+        result = copy.deepcopy(original(ctx))
+        for key in [k for k in result.counts if k.startswith("control/") and "/violations/" in f"/{k}"]:
+            result.counts[key] = 0
+        return result
+    monkeypatch.setattr(claim, "thm3_sweep", shuffled_label_wins)
+    monkeypatch.setattr(numeric_common, "KNOWN_COUNTEREXAMPLES", ())
+    _not_discriminating(getattr(claim, check)(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)))
+
+
+def test_monte_carlo_check_whose_runner_up_claim_is_the_parent_is_not_discriminating(monkeypatch, tmp_path):
+    original = claim.thm3_monte_carlo
+    monkeypatch.setattr(claim, "thm3_monte_carlo", lambda *a, claimed=None, **k: original(*a, **k))
+    _not_discriminating(claim.monte_carlo_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)))
+
+
+def test_model_check_passes_and_its_control_is_rejected_by_its_z_alone(tmp_path):
+    # the marginal form differs from the autograd mean by many standard errors at h >= 2, not only at h = 1
+    outcome = claim.model_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    assert outcome.verdict == "pass" and settle(outcome) == ("pass", "")
+    assert outcome.control.measured["max_z_where_the_stderr_is_positive"] > 6
+    assert outcome.measured["max_z"] <= 4
+
+
+def test_model_check_whose_wrong_form_is_the_right_one_is_not_discriminating(monkeypatch):
+    right = analysis_module._gradient_form
+    monkeypatch.setattr(analysis_module, "_gradient_form",
+                        lambda kernel, parents, h, init, tokens, form: right(kernel, parents, h, init, tokens,
+                                                                             "pibar"))
+    _not_discriminating(claim.model_check(CheckContext(tier="quick", seed=0)))
+
+
+def test_symbolic_check_fails_when_its_derived_result_is_the_planted_perturbation(monkeypatch):
+    # The control's wrong expression passed off as the derivation: the shared rule must read fail, with the
+    # failing identities as the instance.
+    real = claim.SYMBOLIC
+    monkeypatch.setattr(claim, "SYMBOLIC", dataclasses.replace(
+        real, derive=lambda *args: real.perturb(*args, perturbation=real.perturbation),
+        verify=lambda rng, perturbation=None, **sizes: real.verify(rng, perturbation=perturbation or real.perturbation,
+                                                                    **sizes)))
+    outcome = claim.symbolic_check(CheckContext(tier="quick", seed=0))
+    assert outcome.verdict == "fail" and outcome.instance["identities_failed"], outcome.summary
