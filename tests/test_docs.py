@@ -1,5 +1,6 @@
 """docs/claims.md is generated from the registry and the reference report: it must not be stale."""
 from bma_verify.reports import docs
+from bma_verify.reports.registry import CLAIMS
 
 
 def test_docs_claims_md_is_up_to_date():
@@ -10,8 +11,6 @@ def test_docs_claims_md_is_up_to_date():
 
 def test_docs_name_every_claim_and_reading():
     text = docs.render()
-    from bma_verify.reports.registry import CLAIMS
-
     for claim in CLAIMS:
         assert f"### {claim.id}" in text
         for check in claim.checks:
