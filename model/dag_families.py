@@ -39,7 +39,7 @@ from scipy.optimize import minimize
 
 from bma_verify.numerics._validate import check_positive_int, check_rng
 from bma_verify.numerics.dag import (_choice_counts, check_dag_kernels, dag_candidate_sets, dag_log_posterior,
-                          dag_set_scores, encode_parent_values, sample_dag_task)
+                                     dag_set_scores, encode_parent_values, sample_dag_task)
 
 FAMILIES = ("heads", "poe", "poe_slots", "simplicial")
 FAMILY_LABELS = {

@@ -42,7 +42,7 @@ from bma_verify.model.dag_families import mean_and_se, per_context_kl
 from bma_verify.model.pair_attention import PairAttentionConfig, PairAttentionTransformer
 from bma_verify.model.structured import StructuredTransformer
 from bma_verify.numerics.dag import (dag_bma_predictive, dag_candidate_sets, dag_parent_posterior, parent_set_index,
-                          random_dag_kernels, sample_dag_task)
+                                     random_dag_kernels, sample_dag_task)
 
 DAG_MODELS = ("pair", "heads")
 

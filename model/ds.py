@@ -48,15 +48,8 @@ from tqdm import tqdm
 
 from bma_verify.model._common import prepare_run_dir, torch_save_atomic, write_json_atomic
 from bma_verify.numerics.bma import parent_accuracy, parent_loss
-from bma_verify.numerics.ds import (
-    check_orthogonal,
-    check_rho,
-    ds_log_parent_posterior,
-    ds_predictive_mean,
-    posterior_kl,
-    random_orthogonal,
-    sample_ds_task,
-)
+from bma_verify.numerics.ds import (check_orthogonal, check_rho, ds_log_parent_posterior, ds_predictive_mean,
+                                    posterior_kl, random_orthogonal, sample_ds_task)
 from bma_verify.numerics.ds_fit import mean_and_se
 
 SELECTORS = ("bilinear", "key-norm", "ffn")

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bma_verify.model._common import (TwoLayerModel, causal_softmax, check_int_fields, check_output_rule,
-                           output_log_probs)
+                                      output_log_probs)
 
 
 @dataclass

@@ -8,7 +8,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from bma_verify.numerics._validate import (_finite_float_array, check_init, check_kernel, check_parents,
-                                          check_single_kernel, check_tokens)
+                                           check_single_kernel, check_tokens)
 from bma_verify.numerics.task import _stationary_distribution
 
 

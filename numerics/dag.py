@@ -46,14 +46,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
-from bma_verify.numerics._validate import (
-    SUM_TOL,
-    _finite_float_array,
-    check_init,
-    check_positive_int,
-    check_rng,
-    check_tokens,
-)
+from bma_verify.numerics._validate import (SUM_TOL, _finite_float_array, check_init, check_positive_int, check_rng,
+                                           check_tokens)
 from bma_verify.numerics.bma import query_loss
 from bma_verify.numerics.task import _draw_children, _draw_roots, _flat_cdf, random_kernel, stationary_distribution
 

@@ -14,8 +14,7 @@ from scipy.special import rel_entr
 from bma_verify.numerics._validate import check_positive_int
 from bma_verify.numerics.dag import _choice_counts, check_dag_kernels, dag_candidate_sets
 from bma_verify.numerics.dag_law import (DAG_RANGES, INIT_KINDS, DagLaw, _sample_for_set, dag_instance_record,
-                                         draw_dag_instance, instance_rng, instance_size_key,
-                                         overlap_ratio_one_instance)
+                                         draw_dag_instance, instance_rng, instance_size_key, overlap_ratio_one_instance)
 from bma_verify.numerics.estimators import mutual_information_estimate, mutual_information_ratio_estimate
 
 #: I(x_h; x_T) at or below this (nats) makes a ratio undefined (rounding dominates).

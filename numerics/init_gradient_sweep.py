@@ -12,15 +12,8 @@ import numpy as np
 from tqdm import tqdm
 
 from bma_verify.numerics._validate import check_kernel, check_parents, check_positive_int
-from bma_verify.numerics.claim_sweeps import (
-    INIT_KINDS,
-    TIE_ATOL,
-    SweepResult,
-    _item_rng,
-    _resolve_init,
-    draw_instance,
-    instance_record,
-)
+from bma_verify.numerics.claim_sweeps import (INIT_KINDS, TIE_ATOL, SweepResult, _item_rng, _resolve_init,
+                                              draw_instance, instance_record)
 from bma_verify.numerics.estimators import mean_estimate
 from bma_verify.numerics.gradient import approximate_init_gradient, chi2_gain, init_gradient, init_gradient_samples
 from bma_verify.numerics.information import chi2_mutual_information, marginal, pairwise_joint

@@ -6,12 +6,13 @@ here, nothing else.
 from __future__ import annotations
 
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.claims import (
-    bma_score_identity, prop1_invariance, thm1_construction, lemma3_strict_dpi, lemma4_loglik_gap, thm2_consistency,
-    thm3_init_gradient, prop2_ds_quadratic, exp_fig2_attention, exp_fig3_parameters, exp_fig5_generalization,
-    exp_fig6_column_alignment, exp_robustness, ext_dag_posterior, ext_dag_lemma4_sets, ext_dag_lemma3_sets,
-    ext_dag_thm3_sets, ext_dag_construction, ext_dag_families, ext_dag_training, footnote1_selective_induction,
-)
+from bma_verify.reports.claims import (bma_score_identity, prop1_invariance, thm1_construction, lemma3_strict_dpi,
+                                       lemma4_loglik_gap, thm2_consistency, thm3_init_gradient, prop2_ds_quadratic,
+                                       exp_fig2_attention, exp_fig3_parameters, exp_fig5_generalization,
+                                       exp_fig6_column_alignment, exp_robustness, ext_dag_posterior,
+                                       ext_dag_lemma4_sets, ext_dag_lemma3_sets, ext_dag_thm3_sets,
+                                       ext_dag_construction, ext_dag_families, ext_dag_training,
+                                       footnote1_selective_induction)
 
 #: The paper's claims, in the order of the paper.
 PAPER = (bma_score_identity, prop1_invariance, thm1_construction, lemma3_strict_dpi, lemma4_loglik_gap,

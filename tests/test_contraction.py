@@ -10,7 +10,7 @@ from scipy.special import rel_entr
 from bma_verify import numerics as nm
 from bma_verify.numerics import strategies as bst
 from bma_verify.numerics.contraction import (chi2_contraction, dobrushin_coefficients, doeblin_bound, kl_contraction,
-                                  kl_contraction_batch)
+                                             kl_contraction_batch)
 
 
 def _channel_from_joint(joint):

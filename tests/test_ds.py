@@ -15,10 +15,10 @@ from scipy.stats import multivariate_normal
 
 from bma_verify.numerics import parent_loss
 from bma_verify.numerics.ds import (check_orthogonal, check_rho, ds_bma_loss, ds_bma_mean, ds_log_likelihood_scores,
-                         ds_mixture_log_density, ds_oracle_loss, ds_parent_posterior, ds_predictive_log_density,
-                         ds_predictive_mean, ds_score_terms, gaussian_nll, mixture_nll, one_hot_parents,
-                         posterior_kl, random_orthogonal, random_parent_trees, sample_ds_chains, sample_ds_task,
-                         squared_error)
+                                    ds_mixture_log_density, ds_oracle_loss, ds_parent_posterior,
+                                    ds_predictive_log_density, ds_predictive_mean, ds_score_terms, gaussian_nll,
+                                    mixture_nll, one_hot_parents, posterior_kl, random_orthogonal, random_parent_trees,
+                                    sample_ds_chains, sample_ds_task, squared_error)
 
 
 def all_trees(H):

@@ -4,7 +4,7 @@ import pytest
 
 from bma_verify.numerics.ds import ds_log_parent_posterior, ds_parent_posterior, posterior_kl, random_orthogonal, sample_ds_task
 from bma_verify.numerics.ds_fit import (bilinear_only_log_posterior, exact_score_parameters, fit_score, mean_and_se,
-                             score_attention, score_gap_curve, score_log_attention)
+                                        score_attention, score_gap_curve, score_log_attention)
 
 RHO = 0.5
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from bma_verify.model.ds import (DSModel, DSModelConfig, TrainConfig, evaluate_ds_model, pad_context,
-                      train_ds_models, train_ds_preset, training_batch)
+from bma_verify.model.ds import (DSModel, DSModelConfig, TrainConfig, evaluate_ds_model, pad_context, train_ds_models,
+                                 train_ds_preset, training_batch)
 from bma_verify.model.ds_runs import exact_key_norm_model, final_train_loss, train_with_initial_weights
 from bma_verify.numerics.ds import ds_bma_mean, ds_parent_posterior, random_orthogonal, sample_ds_task
 from bma_verify.numerics.ds_fit import exact_score_parameters

@@ -10,7 +10,7 @@ import torch
 from bma_verify import numerics as nm
 from bma_verify.model.construction import bma_construction
 from bma_verify.model.pair_attention import (PairAttentionConfig, PairAttentionTransformer, construction_errors,
-                                  pair_construction)
+                                             pair_construction)
 
 
 def _task(seed, d=3, k=2, H=6, L=4, B=3):

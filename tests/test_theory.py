@@ -12,14 +12,13 @@ import pytest
 import sympy as sp
 
 from bma_verify.theory import (derive_bma_score_identity, derive_lemma3_strict_dpi, derive_lemma4_loglik_gap,
-                    derive_prop1_invariance, derive_prop2_ds_quadratic, derive_thm1_construction,
-                    derive_thm2_consistency, derive_thm3_init_gradient, perturb_bma_score_identity,
-                    perturb_lemma3_strict_dpi, perturb_lemma4_loglik_gap, perturb_prop1_invariance,
-                    perturb_prop2_ds_quadratic, perturb_thm1_construction, perturb_thm2_consistency,
-                    perturb_thm3_init_gradient, verify_bma_score_identity,
-                    verify_lemma3_strict_dpi, verify_lemma4_loglik_gap, verify_prop1_invariance,
-                    verify_prop2_ds_quadratic, verify_thm1_construction, verify_thm2_consistency,
-                    verify_thm3_init_gradient)
+                               derive_prop1_invariance, derive_prop2_ds_quadratic, derive_thm1_construction,
+                               derive_thm2_consistency, derive_thm3_init_gradient, perturb_bma_score_identity,
+                               perturb_lemma3_strict_dpi, perturb_lemma4_loglik_gap, perturb_prop1_invariance,
+                               perturb_prop2_ds_quadratic, perturb_thm1_construction, perturb_thm2_consistency,
+                               perturb_thm3_init_gradient, verify_bma_score_identity, verify_lemma3_strict_dpi,
+                               verify_lemma4_loglik_gap, verify_prop1_invariance, verify_prop2_ds_quadratic,
+                               verify_thm1_construction, verify_thm2_consistency, verify_thm3_init_gradient)
 from bma_verify.theory.bma import PI
 from bma_verify.theory.construction import BETA, G_SYM, H_SYM, L_SYM
 from bma_verify.theory.consistency import EPS, GAP

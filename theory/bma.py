@@ -22,7 +22,7 @@ import sympy as sp
 from bma_verify import numerics
 from bma_verify.numerics._validate import check_positive_int, check_rng
 from bma_verify.theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, labelled,
-                                probability_vector, stochastic_matrix)
+                                          probability_vector, stochastic_matrix)
 
 CLAIM = "bma-score-identity"
 

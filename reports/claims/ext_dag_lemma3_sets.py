@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bma_verify.numerics.dag_lemma3 import (RATIO_EDGES, dag_lemma3_sweep, planted_overlap_ratio,
-                                            recheck_stored_lemma3, violates)
+from bma_verify.numerics.dag_lemma3 import (RATIO_EDGES, dag_lemma3_sweep, planted_overlap_ratio, recheck_stored_lemma3,
+                                            violates)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
 

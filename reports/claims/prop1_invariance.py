@@ -13,8 +13,8 @@ from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symb
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.claims.exp_fig6_column_alignment import exp_fig6_column_alignment
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control
-from bma_verify.theory.invariance import (derive_prop1_invariance, perturb_prop1_invariance,
-                                          transposed_column_shift, verify_prop1_invariance)
+from bma_verify.theory.invariance import (derive_prop1_invariance, perturb_prop1_invariance, transposed_column_shift,
+                                          verify_prop1_invariance)
 
 SYMBOLIC = SymbolicCheck(
     claim="prop1-invariance",

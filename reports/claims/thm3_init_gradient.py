@@ -19,16 +19,16 @@ from bma_verify.numerics.claim_sweeps import INIT_KINDS, merge_sweeps
 from bma_verify.numerics.init_gradient_sweep import (THM3_RANGES, thm3_check_position, thm3_monte_carlo,
                                                      thm3_sweep_chunk)
 from bma_verify.numerics.task import random_kernel, random_parents
-from bma_verify.reports.checks.numeric_common import (IDENTITY_ATOL, Z_AGREE, chunks, combine_verdicts,
-                                                      decide_interval, save_check_figure, smallest_instance,
-                                                      stored_counterexamples, z_scores)
+from bma_verify.reports.checks.numeric_common import (IDENTITY_ATOL, Z_AGREE, chunks, combine_verdicts, decide_interval,
+                                                      save_check_figure, smallest_instance, stored_counterexamples,
+                                                      z_scores)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.checks.trained import seeded_kernel
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, jsonable, new_figure
 from bma_verify.reports.search import check_instance
-from bma_verify.theory.gradient import (derive_thm3_init_gradient, kernel_mean_for_marginal,
-                                        perturb_thm3_init_gradient, verify_thm3_init_gradient)
+from bma_verify.theory.gradient import (derive_thm3_init_gradient, kernel_mean_for_marginal, perturb_thm3_init_gradient,
+                                        verify_thm3_init_gradient)
 
 SYMBOLIC = SymbolicCheck(
     claim="thm3-init-gradient",
