@@ -27,16 +27,8 @@ from scipy.special import rel_entr, xlogy
 from tqdm import tqdm
 
 from bma_verify.numerics._validate import check_init, check_joint, check_kernel, check_parents
-from bma_verify.numerics.claim_sweeps import (
-    INIT_KINDS,
-    MI_FLOOR,
-    VIOLATION_RTOL,
-    SweepResult,
-    _item_rng,
-    _resolve_init,
-    draw_instance,
-    instance_record,
-)
+from bma_verify.numerics.claim_sweeps import (INIT_KINDS, MI_FLOOR, VIOLATION_RTOL, SweepResult, _item_rng,
+                                              _resolve_init, draw_instance, instance_record)
 from bma_verify.numerics.contraction import _dobrushin, _eta_chi2, kl_contraction_batch
 from bma_verify.numerics.estimators import mean_estimate, mutual_information_estimate, mutual_information_ratio_estimate
 from bma_verify.numerics.information import mutual_information, pairwise_joint

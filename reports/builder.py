@@ -4,6 +4,9 @@ The report is built in a temporary sibling folder and moved into place only when
 is never half-overwritten: without ``force`` an existing output folder is refused, and an interrupted run
 (Ctrl-C) leaves the previous report as it was. Layout is :mod:`reports.render`'s; this module runs the checks and
 decides each claim's verdict.
+
+Whose claim it is matters: a claim of ours (``Claim.owner`` "ours", the ``ext-*`` claims) whose deciding checks
+fail reads ``refuted`` (a finding with its instance), never ``fail``; only a claim of the paper can read ``fail``.
 """
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ import matplotlib
 import torch
 from tqdm.auto import tqdm
 
-from bma_verify.reports.core import TIERS, CheckContext, CheckOutcome, Finding, finding_status, jsonable, settle
+from bma_verify.reports.core import (REFUTED, TIERS, CheckContext, CheckOutcome, Finding, finding_status, jsonable,
+                                     settle)
 from bma_verify.reports.executor import validate_executor
 from bma_verify.reports.io import replace_dir, write_text_atomic
 from bma_verify.reports.registry import CLAIMS, Check, Claim, get_claim
@@ -51,14 +55,15 @@ def environment() -> dict:
     return env
 
 
-def claim_verdict(check_verdicts: list[str]) -> str:
+def claim_verdict(check_verdicts: list[str], owner: str = "paper") -> str:
     """The verdict of a claim from the settled verdicts of its deciding (as-stated and reproduction) checks.
 
-    ``fail`` if any check fails (a failure stands whatever else happened); otherwise ``error`` if any check raised
+    ``fail`` if any check fails (a failure stands whatever else happened), read ``refuted`` for a claim of ours
+    (``owner`` "ours": our conjecture is refuted, the paper is not failed); otherwise ``error`` if any check raised
     (the claim was not verified); ``pass`` only if there are checks and all pass; else ``inconclusive``.
     """
     if "fail" in check_verdicts:
-        return "fail"
+        return REFUTED if owner == "ours" else "fail"
     if "error" in check_verdicts:
         return "error"
     if check_verdicts and all(v == "pass" for v in check_verdicts):
@@ -198,15 +203,15 @@ def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar) -> No
 
 
 def claim_record(claim: Claim, records: list[dict]) -> dict:
-    """A claim's entry of results.json: verdict from its deciding checks, findings from all of them."""
+    """A claim's entry of results.json: verdict from its deciding checks (``refuted`` in place of ``fail`` for a
+    claim of ours, see ``owner``), findings from all of them."""
     deciding = [r for r in records if r["reading"] != "stronger"]
-    verdict = claim_verdict([r["verdict"] for r in deciding])
+    verdict = claim_verdict([r["verdict"] for r in deciding], claim.owner)
     reasons = sorted({r["reason"] for r in deciding if r["verdict"] in ("inconclusive", "error") and r["reason"]})
     assumptions = list(dict.fromkeys(a for r in deciding if r["reading"] == "reproduction" for a in r["assumptions"]))
     findings = [{**f, "check": f"{r['kind']}:{r['function']}"} for r in records for f in r["findings"]]
-    return {"id": claim.id, "section": claim.section, "paper": claim.paper, "statement": claim.statement,
-            "verdict": verdict,
-            "reasons": reasons, "assumptions": assumptions,
+    return {"id": claim.id, "section": claim.section, "owner": claim.owner, "paper": claim.paper,
+            "statement": claim.statement, "verdict": verdict, "reasons": reasons, "assumptions": assumptions,
             "reproduction": any(r["reading"] == "reproduction" for r in deciding), "findings": findings,
             "checks": records}
 

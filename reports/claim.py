@@ -12,6 +12,11 @@ from typing import Callable
 from bma_verify.reports.core import KINDS, READINGS
 
 SECTIONS = ("paper", "beyond")
+#: Whose statement a claim is: the paper's, or ours (a conjecture of ours, the ``ext-*`` claims). A claim of ours
+#: reports findings and never fails the paper (docs/claims.md, "Whose claim").
+OWNERS = ("paper", "ours")
+#: The id prefix of our claims: a claim whose id starts with it is ours unless it says otherwise.
+OURS_PREFIX = "ext-"
 
 
 @dataclass(frozen=True)
@@ -50,14 +55,26 @@ class Check:
 @dataclass(frozen=True)
 class Claim:
     """One claim: ``section`` "paper" (the paper's claims) or "beyond" (our extensions, ``ext-*``, and the paper's
-    footnote about another task, reported under "Beyond the paper")."""
+    footnote about another task, reported under "Beyond the paper").
+
+    ``owner`` says whose statement it is: "paper" or "ours". Left out, it follows the id: ``ext-*`` claims are ours,
+    every other claim (``footnote1-selective-induction`` included, the paper's footnote 1) is the paper's. A claim
+    of ours that fails reads ``refuted``, a finding, never ``fail``: it cannot fail the paper.
+    """
 
     id: str
     paper: str  # what the paper says, in our words (the paper's text is not public in full)
     statement: str  # the precise statement this package checks
     checks: tuple[Check, ...]
     section: str = "paper"
+    owner: str | None = None  # "paper" | "ours"; None: "ours" for an ext-* id, else "paper"
 
     def __post_init__(self) -> None:
         if self.section not in SECTIONS:
             raise ValueError(f"section must be one of {SECTIONS}, got {self.section!r}")
+        if self.owner is None:  # frozen: set the derived owner once, here
+            object.__setattr__(self, "owner", "ours" if self.id.startswith(OURS_PREFIX) else "paper")
+        if self.owner not in OWNERS:
+            raise ValueError(f"owner must be one of {OWNERS}, got {self.owner!r}")
+        if self.owner == "ours" and self.section != "beyond":
+            raise ValueError(f"{self.id}: a claim of ours belongs to section 'beyond', not {self.section!r}")

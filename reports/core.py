@@ -30,6 +30,9 @@ from bma_verify.reports.executor import map_tasks
 VERDICTS = ("pass", "fail", "inconclusive")
 #: A check that raised gets ``error`` in the report: an error is not a verdict about the claim.
 RECORD_VERDICTS = VERDICTS + ("error",)
+#: A claim's verdict is one of RECORD_VERDICTS, except that a claim of ours (``Claim.owner`` "ours") that fails reads
+#: ``refuted``: a finding about our conjecture, never a failure of the paper (not counted as a fail, never exit 1).
+REFUTED = "refuted"
 KINDS = ("symbolic", "exact", "monte-carlo", "model")
 TIERS = ("quick", "full")
 #: where the paper-experiment presets of a check train (``bma-verify check --device``)
@@ -131,8 +134,9 @@ class CheckOutcome:
         one from its verdict (pass → holds, fail → refuted, inconclusive → open).
     reason : str
         Why the verdict is ``inconclusive`` (e.g. "not converged", "interval straddles the bound").
-    converged : bool or None
-        For a trained run: whether the package counts it as converged (None for checks without training).
+    converged : dict or None
+        For a trained run: its plateau test (``bma_verify.model.convergence.plateau_test``: ``plateaued``,
+        ``improvement``, ``noise_se``, ``window``, ``rule``; None for checks without training).
     assumptions : list of str
         The choices the paper leaves open that the verdict rests on (a ``reproduction`` names them on the
         summary line, e.g. "reading R1: example offsets beyond the training L clipped").
@@ -150,7 +154,7 @@ class CheckOutcome:
     control: Control | None = None
     findings: list[Finding] = field(default_factory=list)
     reason: str = ""
-    converged: bool | None = None
+    converged: dict | None = None
     assumptions: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -167,13 +171,19 @@ def settle(outcome: CheckOutcome) -> tuple[str, str]:
     """
     if outcome.verdict != "pass":
         return outcome.verdict, outcome.reason
-    if outcome.converged is False:
+    if outcome.converged is not None and not plateaued(outcome.converged):
         return "inconclusive", NOT_CONVERGED
     if outcome.control is None:
         return "inconclusive", NO_CONTROL
     if not outcome.control.rejected:
         return "inconclusive", f"{NOT_DISCRIMINATING}: the control ({outcome.control.description}) was not rejected"
     return "pass", ""
+
+
+def plateaued(converged: dict | bool) -> bool:
+    """Whether a trained run's plateau test (``converged["plateaued"]``) passed; a bare bool, as checks not yet
+    recording their test give it, is taken as the flag itself."""
+    return bool(converged["plateaued"]) if isinstance(converged, dict) else bool(converged)
 
 
 def finding_status(verdict: str) -> str:

@@ -1,5 +1,6 @@
-"""Write ``docs/claims.md``: every claim, its readings, checks and negative controls, from the registry and the
-reference report (``python -m bma_verify.reports.docs``; ``tests/test_docs.py`` fails when the committed file is stale).
+"""Write ``docs/claims.md`` (every claim, its readings, checks and negative controls) and the verdict table of
+``README.md``, from the registry and the reference report (``python -m bma_verify.reports.docs``;
+``tests/test_docs.py`` fails when either is stale).
 
 A user clones only the project: the statements, readings and conventions they need are here, generated from the
 same registry the report runs, so the document cannot drift from what is checked.
@@ -13,8 +14,12 @@ from pathlib import Path
 from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.registry import CLAIMS
 from bma_verify.reports.regression import REFERENCE_DIR
+from bma_verify.reports.render import BEYOND_TITLE, control_counts, verdict_label
 
 DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "claims.md"
+README_PATH = DOCS_PATH.parent.parent / "README.md"
+#: README.md's verdict table sits between these two lines.
+README_MARKERS = ("<!-- verdicts:start -->", "<!-- verdicts:end -->")
 
 _HEADER = """# The claims bma-verify checks
 
@@ -60,6 +65,16 @@ Each check reads its claim one of three ways:
 - **reproduction**: a trained experiment. Its verdict names the choices the paper leaves open; a failure reads
   "NOT REPRODUCED under …", never a bare FAIL of the paper.
 
+**Whose claim.** Every claim is the paper's or ours. The `ext-*` claims (under "Beyond the paper") are ours:
+conjectures that extend the paper, each reporting a finding. `pass` means it holds on the instances
+checked, `inconclusive` that it is open, and `refuted` (shown `REFUTED (ours)`, with its instance) takes the place of
+`fail`. A refuted conjecture of ours is never counted as a fail, and `bma-verify check` exits 1 only when a claim of
+the paper fails. `footnote1-selective-induction`, also under "Beyond the paper", is the paper's own claim (its
+footnote 1) and can fail. In the tables a stronger check shows its finding (`holds`, `refuted`, `open`) in place of
+its verdict, so a refuted stronger reading inside a passing claim never reads as a fail. Replaying a refuted finding
+of ours with `bma-verify check --instance FILE` prints "refuted finding reproduced" and exits 0; an instance that
+fails a statement of the paper exits 1.
+
 Every check also runs a **negative control** in the same call: its own decision rule applied to an input known to be
 false. A check whose control is not rejected cannot tell the claim from its negation: it reads
 `inconclusive (not discriminating)`, never `pass`. A trained run that the package counts as not converged reads
@@ -100,14 +115,35 @@ def render() -> str:
     return "\n".join(lines) + "\n"
 
 
+def verdict_table(reference: dict) -> str:
+    """The README's table: per claim of the reference report, its verdict, findings and controls rejected."""
+    lines = ["| claim | verdict | findings (ours) | controls |", "|---|---|---|---|"]
+    for i, claim in enumerate(reference["claims"]):
+        if claim.get("section") == "beyond" and (i == 0 or reference["claims"][i - 1].get("section") != "beyond"):
+            lines.append(f"| **{BEYOND_TITLE}** | | | |")
+        statuses = [f["status"] for f in claim["findings"]]
+        findings = ", ".join(f"{statuses.count(s)} {s}" for s in ("holds", "refuted", "open") if s in statuses) or "—"
+        lines.append(f"| `{claim['id']}` | {verdict_label(claim)} | {findings} | {control_counts(claim)} |")
+    return "\n".join(lines)
+
+
+def render_readme(readme: str) -> str:
+    """``readme`` with the text between :data:`README_MARKERS` replaced by the reference's verdict table."""
+    start, end = README_MARKERS
+    head, _, rest = readme.partition(start + "\n")
+    _, _, tail = rest.partition(end)
+    return f"{head}{start}\n{verdict_table(_reference())}\n{end}{tail}"
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    text = render()
+    text, readme = render(), render_readme(README_PATH.read_text())
     if argv == ["--check"]:
-        return 0 if DOCS_PATH.exists() and DOCS_PATH.read_text() == text else 1
+        return 0 if DOCS_PATH.exists() and DOCS_PATH.read_text() == text and README_PATH.read_text() == readme else 1
     DOCS_PATH.parent.mkdir(exist_ok=True)
     write_text_atomic(DOCS_PATH, text)
-    print(f"wrote {DOCS_PATH}")
+    write_text_atomic(README_PATH, readme)
+    print(f"wrote {DOCS_PATH} and the verdict table of {README_PATH}")
     return 0
 
 

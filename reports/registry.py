@@ -12,6 +12,7 @@ from bma_verify.reports.claims import (bma_score_identity, prop1_invariance, thm
                                        exp_fig6_column_alignment, exp_robustness, ext_dag_posterior,
                                        ext_dag_lemma4_sets, ext_dag_lemma3_sets, ext_dag_thm3_sets,
                                        ext_dag_construction, ext_dag_families, ext_dag_training,
+                                       ext_selective_claim1, ext_selective_depth, ext_selective_fig3,
                                        footnote1_selective_induction)
 
 #: The paper's claims, in the order of the paper.
@@ -21,7 +22,8 @@ PAPER = (bma_score_identity, prop1_invariance, thm1_construction, lemma3_strict_
 #: Beyond the paper: our k-parent DAG extensions (the paper's open question 1), and the paper's footnote 1 about
 #: the selective-induction task, checked here because it is a claim about another task.
 BEYOND = (ext_dag_posterior, ext_dag_lemma4_sets, ext_dag_lemma3_sets, ext_dag_thm3_sets, ext_dag_construction,
-          ext_dag_families, ext_dag_training, footnote1_selective_induction)
+          ext_dag_families, ext_dag_training, footnote1_selective_induction, ext_selective_fig3,
+          ext_selective_claim1, ext_selective_depth)
 
 CLAIMS: tuple[Claim, ...] = tuple(module.CLAIM for module in PAPER + BEYOND)
 CLAIM_IDS: tuple[str, ...] = tuple(c.id for c in CLAIMS)

@@ -1,7 +1,13 @@
 """Render a report's results (the results.json dict) as REPORT.md and as one self-contained report.html.
 
 Rendering reads only the results: the builder decides verdicts, this module lays them out. The summary labels
-(:func:`verdict_label`, :func:`finding_line`) are shared with ``bma-verify check``'s printed table.
+(:func:`verdict_label`, :func:`check_label`, :func:`finding_line`, :func:`summary_counts`) are shared with
+``bma-verify check``'s printed table.
+
+Findings are never shown as failures: a claim of ours (``owner`` "ours") that fails has the verdict ``refuted``,
+shown ``REFUTED (ours)`` and counted apart from the fails; a ``stronger`` check shows its finding (holds, refuted,
+open) in place of its verdict, so a refuted sharper reading inside a passing claim reads "refuted", never a red
+"fail".
 """
 from __future__ import annotations
 
@@ -14,28 +20,36 @@ from pathlib import Path
 from latex2mathml.converter import convert
 from PIL import Image
 
-from bma_verify.reports.core import verdict_counts
+from bma_verify.reports.core import REFUTED, finding_status, verdict_counts
 
-VERDICT_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "error": "ERROR"}
+VERDICT_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "error": "ERROR",
+                REFUTED: "REFUTED (ours)"}
+#: The style of each word a verdict cell shows: a finding's status takes the colour of the verdict it comes from,
+#: and ``refuted`` has its own (not the red of a fail).
+_CSS_CLASS = {"holds": "pass", "open": "inconclusive"}
 #: A reproduction's verdict is about the experiment under the readings it names, not about the paper's wording.
 REPRODUCTION_MARK = {"pass": "REPRODUCED", "fail": "NOT REPRODUCED"}
 
 BEYOND_TITLE = "Beyond the paper"
-BEYOND_TEXT = ("Our extensions (`ext-*`), not the paper's claims: the k-parent DAG task of the paper's open question 1, "
-               "with the same readings and controls as the rest. `footnote1-selective-induction` is the paper's own "
-               "claim about another task (its footnote 1). A FAIL here answers a question of ours, not the paper's.")
+BEYOND_TEXT = ("Our extensions (`ext-*`), not the paper's claims: the k-parent DAG task of the paper's open question"
+               " 1, and D'Angelo et al.'s results on their selective-induction task beside ours (`ext-selective-*`),"
+               " with the same readings and controls as the rest. `footnote1-selective-induction` is the paper's own"
+               " claim about another task (its footnote 1), and can FAIL. A conjecture of ours that does not hold "
+               "reads REFUTED (ours), with its instance: a finding, never a FAIL of the paper.")
 
 _MARKDOWN_INTRO = (
     "Each claim is stated as this package reads it; the paper's own wording is paraphrased, since its full text "
     "is not public. How to read a verdict: only checks that read the claim **as stated** (the paper's wording "
     "in its most faithful precise form) or as a **reproduction** (a trained experiment, under the choices it "
     "names) decide it. A **stronger** reading is a sharper statement of ours; it gives a *finding* (holds, "
-    "refuted with its instance, or open) and never fails the paper. Every check also runs a **negative "
+    "refuted with its instance, or open) and never fails the paper; so does a claim of ours (`ext-*`), whose "
+    "failure reads REFUTED (ours) and is not counted as a fail. Every check also runs a **negative "
     "control**, an input known to be false, in the same run; a check whose control is not rejected, or whose "
     "trained run has not converged, reads inconclusive, never pass. Losses and information are in nats.")
 _HTML_INTRO = (
     "<p>Only checks that read a claim <b>as stated</b> or as a <b>reproduction</b> decide its verdict; a "
-    "<b>stronger</b> reading of ours gives a finding and never fails the paper. Every check runs a negative "
+    "<b>stronger</b> reading of ours gives a finding and never fails the paper; so does a claim of ours "
+    "(ext-*), whose failure reads REFUTED (ours) and is not counted as a fail. Every check runs a negative "
     "control in the same run; one whose control is not rejected, or whose trained run has not converged, "
     "cannot pass. Losses and information are in nats.</p>")
 
@@ -43,6 +57,7 @@ _CSS = """body{font-family:system-ui,sans-serif;max-width:64em;margin:2em auto;l
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
 .pass{color:#176f2c;font-weight:bold}.fail{color:#b00020;font-weight:bold}.inconclusive{color:#a66b00;font-weight:bold}
 .error{color:#6a1b9a;font-weight:bold}pre{background:#f6f6f6;padding:.5em;overflow-x:auto}img{max-width:100%}
+.refuted{color:#1f4e96;font-weight:bold}
 math[display=block]{margin:.4em 0;overflow-x:auto;max-width:100%}nav ol{columns:2}
 figure{margin:.6em 0}figcaption{font-size:.85em;color:#555}"""
 
@@ -82,22 +97,37 @@ def verdict_label(claim: dict) -> str:
     """The claim's verdict as the summary shows it.
 
     A failure that comes only from ``reproduction`` checks reads ``NOT REPRODUCED under …`` with the choices the
-    paper leaves open: it is never a bare FAIL of the paper. An inconclusive verdict carries its reason.
+    paper leaves open: it is never a bare FAIL of the paper. A claim of ours that fails (verdict ``refuted``) reads
+    ``REFUTED (ours)`` (``NOT REPRODUCED (ours)`` for a reproduction). An inconclusive verdict carries its reason.
     """
     deciding = [c for c in claim["checks"] if c["reading"] != "stronger"]
     failing = [c for c in deciding if c["verdict"] == "fail"]
     label = VERDICT_MARK[claim["verdict"]]
-    if claim["verdict"] == "fail" and all(c["reading"] == "reproduction" for c in failing):
-        label = REPRODUCTION_MARK["fail"]
+    if claim["verdict"] in ("fail", REFUTED) and all(c["reading"] == "reproduction" for c in failing):
+        label = REPRODUCTION_MARK["fail"] + (" (ours)" if claim["verdict"] == REFUTED else "")
     elif claim["verdict"] == "pass" and deciding and all(c["reading"] == "reproduction" for c in deciding):
         label = REPRODUCTION_MARK["pass"]
     readings = [a for a in claim.get("assumptions", []) if a.startswith("reading ")]
-    if readings and claim["verdict"] in ("pass", "fail", "inconclusive"):
+    if readings and claim["verdict"] in ("pass", "fail", REFUTED, "inconclusive"):
         # "reading R1: <what it assumes>: <outcome>" -> "reading R1: <outcome>"; the details are in the section
         label += " (" + "; ".join(f"{r.split(':')[0]}: {r.rsplit(': ', 1)[-1]}" for r in readings) + ")"
     if claim["verdict"] in ("inconclusive", "error") and claim.get("reasons"):
         label += " (" + "; ".join(claim["reasons"]) + ")"
     return label
+
+
+def check_label(check: dict, owner: str = "paper") -> str:
+    """A check's verdict as the tables show it: a ``stronger`` check's finding (holds, refuted, open), a failing check
+    of a claim of ours ``refuted``, else its verdict. results.json keeps the check's own verdict."""
+    if check["verdict"] == "error":
+        return "error"
+    if check["reading"] == "stronger":
+        return finding_status(check["verdict"])
+    return REFUTED if owner == "ours" and check["verdict"] == "fail" else check["verdict"]
+
+
+def _css_class(word: str) -> str:
+    return _CSS_CLASS.get(word, word)
 
 
 def finding_line(finding: dict) -> str:
@@ -113,12 +143,14 @@ def control_counts(claim: dict) -> str:
 
 
 def summary_counts(claims: list[dict]) -> str:
-    """'9 pass, 1 fail, 2 inconclusive, 1 error' over claims: errors are counted apart from verdicts."""
-    return verdict_counts(c["verdict"] for c in claims)
+    """'9 pass, 1 fail, 2 inconclusive, 1 error, 1 refuted (ours)' over claims: errors are counted apart from
+    verdicts, and a refuted conjecture of ours apart from the fails (only the paper's claims fail)."""
+    verdicts = [c["verdict"] for c in claims]
+    return f"{verdict_counts(verdicts)}, {verdicts.count(REFUTED)} {REFUTED} (ours)"
 
 
-def _check_verdict_text(check: dict) -> str:
-    text = check["verdict"]
+def _check_verdict_text(check: dict, owner: str) -> str:
+    text = check_label(check, owner)
     if check.get("reason"):
         text += f" ({check['reason']})"
     return text
@@ -151,7 +183,8 @@ def _markdown_header(results: dict) -> list[str]:
 def _markdown_summary_rows(claims: list[dict]) -> list[str]:
     lines = []
     for claim in claims:
-        checks = ", ".join(f"{c['kind']} ({c['reading']}): {c['verdict']}" for c in claim["checks"]) or "none"
+        checks = ", ".join(f"{c['kind']} ({c['reading']}): {check_label(c, _owner(claim))}"
+                           for c in claim["checks"]) or "none"
         findings = "<br>".join(finding_line(f) for f in claim["findings"]) or "—"
         if _starts_beyond(claims, claim):
             lines.append(f"| **{BEYOND_TITLE}** | | | | |")
@@ -187,6 +220,15 @@ def _markdown_evidence(check: dict) -> list[str]:
     return lines
 
 
+def _owner(claim: dict) -> str:
+    return claim.get("owner", "paper")  # a results.json written before claims had owners holds only the paper's
+
+
+def _is_finding(check: dict) -> bool:
+    """Does the check show a finding (a stronger reading that ran) rather than a verdict?"""
+    return check["reading"] == "stronger" and check["verdict"] != "error"
+
+
 def _markdown_claim(claim: dict) -> list[str]:
     lines = ["", f"## {claim['id']}", "", f"**Verdict: {verdict_label(claim)}**", "",
              f"*Paper:* {claim['paper']}", "", f"*Statement checked:* {claim['statement']}"]
@@ -195,8 +237,10 @@ def _markdown_claim(claim: dict) -> list[str]:
         lines += [f"- **{f['status']}**: {f['statement']}" + (f" — {f['evidence']}" if f["evidence"] else "")
                   for f in claim["findings"]]
     for check in claim["checks"]:
+        word = "Finding" if _is_finding(check) else "Verdict"
         lines += ["", f"### {check['kind']} ({check['reading']}) — {check['description']}", "",
-                  f"Verdict **{_check_verdict_text(check)}** in {check['seconds']:.2f} s. {check['summary']}"]
+                  f"{word} **{_check_verdict_text(check, _owner(claim))}** in {check['seconds']:.2f} s. "
+                  f"{check['summary']}"]
         if not check.get("cites"):  # a citing check's evidence is shown where it ran
             lines += _markdown_evidence(check)
     return lines
@@ -282,7 +326,8 @@ def _html_summary_rows(claims: list[dict]) -> list[str]:
     for claim in claims:
         checks = "<br>".join(
             f"<a href='#{_anchor(claim['id'], i, c['kind'])}'>{e(c['kind'])}</a> ({e(c['reading'])}): "
-            f"<span class='{c['verdict']}'>{e(c['verdict'])}</span>" for i, c in enumerate(claim["checks"])) or "none"
+            f"<span class='{_css_class(check_label(c, _owner(claim)))}'>{e(check_label(c, _owner(claim)))}</span>"
+            for i, c in enumerate(claim["checks"])) or "none"
         findings = "<br>".join(e(finding_line(f)) for f in claim["findings"]) or "—"
         if _starts_beyond(claims, claim):
             parts.append(f"<tr><th colspan='5'><a href='#beyond'>{e(BEYOND_TITLE)}</a></th></tr>")
@@ -332,7 +377,9 @@ def _html_claim(claim: dict, figures_dir) -> list[str]:
     for i, check in enumerate(claim["checks"]):
         parts += [f"<h3 id='{_anchor(claim['id'], i, check['kind'])}'>{e(check['kind'])} ({e(check['reading'])})"
                   f" — {e(check['description'])}</h3>",
-                  f"<p><span class='{check['verdict']}'>{e(_check_verdict_text(check))}</span> in "
+                  f"<p>{'Finding ' if _is_finding(check) else ''}"
+                  f"<span class='{_css_class(check_label(check, _owner(claim)))}'>"
+                  f"{e(_check_verdict_text(check, _owner(claim)))}</span> in "
                   f"{check['seconds']:.2f} s. {e(check['summary'])}</p>"]
         if not check.get("cites"):  # a citing check's evidence is shown where it ran
             parts += _html_evidence(check, figures_dir)

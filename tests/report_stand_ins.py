@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 import bma_verify.reports.builder as builder
+from bma_verify.reports import cli
 from bma_verify.reports.core import CheckOutcome, Control
 from bma_verify.reports.registry import Check, Claim
 
@@ -80,6 +81,12 @@ GOOD = Claim("good", "paper", "statement", (Check("exact", passing_check, "d"),)
 BAD = Claim("bad", "paper", "statement", (Check("exact", passing_check, "d"),
                                           Check("monte-carlo", failing_check, "d")))
 CRASH = Claim("crash", "paper", "statement", (Check("exact", crashing_check, "d"),))
+#: A conjecture of ours (an ext-* id, so owner "ours") whose check fails: a refuted finding, never a fail.
+OURS = Claim("ext-stand-in", "ours", "statement", (Check("exact", passing_check, "d"),
+                                                   Check("monte-carlo", failing_check, "d")), section="beyond")
+#: The paper's own claim reported under "Beyond the paper" (as footnote 1 is): it still fails.
+PAPER_BEYOND = Claim("footnote-stand-in", "paper", "statement", (Check("monte-carlo", failing_check, "d"),),
+                     section="beyond")
 
 
 @pytest.fixture
@@ -88,4 +95,15 @@ def registry(monkeypatch):
     claims = (GOOD, BAD, CRASH)
     monkeypatch.setattr(builder, "CLAIMS", claims)
     monkeypatch.setattr(builder, "get_claim", lambda cid: {c.id: c for c in claims}[cid])
+    return claims
+
+
+@pytest.fixture
+def beyond_registry(monkeypatch):
+    """The builder and the command see only GOOD, OURS and PAPER_BEYOND."""
+    claims = (GOOD, OURS, PAPER_BEYOND)
+    by_id = {c.id: c for c in claims}
+    for module in (builder, cli):
+        monkeypatch.setattr(module, "CLAIMS", claims)
+        monkeypatch.setattr(module, "get_claim", by_id.__getitem__)
     return claims

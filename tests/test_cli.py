@@ -1,4 +1,5 @@
-"""The bma-verify command end to end: train refuses to overwrite, search writes a re-checkable instance."""
+"""The bma-verify command end to end: train refuses to overwrite, search writes a re-checkable instance, and exit
+status 1 is kept for a claim of the paper that fails (a refuted conjecture of ours exits 0)."""
 import json
 
 import pytest
@@ -7,6 +8,7 @@ import torch
 from bma_verify.model._common import prepare_run_dir
 from bma_verify.reports import cli
 from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
+from tests.report_stand_ins import beyond_registry  # noqa: F401 (a fixture)
 
 
 def test_train_refuses_an_existing_run_unless_resume_or_force(tmp_path, capsys):
@@ -50,12 +52,65 @@ def test_check_device_is_refused_without_cuda_and_outside_claim_checks(tmp_path,
 
 
 def test_check_instance_reproduces_a_saved_counterexample(tmp_path, capsys):
-    # Reference: the stored Lemma 3 counterexample to α = δ(π), which check_instance recomputes exactly.
+    # Reference: the stored Lemma 3 counterexample to α = δ(π), which check_instance recomputes exactly. α = δ(π) is
+    # a candidate of ours, not the paper's lemma (some α < 1): a refuted finding, exit 0.
     lemma3 = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "lemma3")
     path = tmp_path / "ce.json"
     path.write_text(json.dumps(lemma3))
+    assert cli.main(["check", "--instance", str(path)]) == 0
+    assert capsys.readouterr().out.startswith("lemma3: refuted finding reproduced — ")
+
+
+def test_replaying_the_thm3_counterexample_of_ours_exits_0_and_its_paper_form_holds(tmp_path, capsys):
+    # Reference: the stored counterexample to Theorem 3's exact π̄ form (a stronger reading of ours); the same
+    # instance in the paper's J form holds, so neither replay exits 1.
+    thm3 = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3")
+    path = tmp_path / "thm3.json"
+    path.write_text(json.dumps(thm3))
+    assert cli.main(["check", "--instance", str(path)]) == 0
+    assert capsys.readouterr().out.startswith("thm3: refuted finding reproduced — ")
+    assert cli.main(["check", "--instance", str(path), "--json"]) == 0
+    replay = json.loads(capsys.readouterr().out)
+    assert (replay["verdict"], replay["owner"], replay["outcome"]) == ("fail", "ours", "refuted finding reproduced")
+    path.write_text(json.dumps(dict(thm3, form="approximate")))
+    assert cli.main(["check", "--instance", str(path), "--json"]) == 0
+    replay = json.loads(capsys.readouterr().out)
+    assert (replay["verdict"], replay["owner"], replay["outcome"]) == ("pass", "paper", "pass")
+
+
+def test_an_instance_that_fails_a_statement_of_the_paper_still_exits_1(tmp_path, capsys, monkeypatch):
+    # planted: check_instance reporting the paper's J form of Theorem 3 violated, as it would on a true counterexample
+    thm3 = dict(next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3"), form="approximate")
+    path = tmp_path / "paper.json"
+    path.write_text(json.dumps(thm3))
+    monkeypatch.setattr(cli, "check_instance", lambda instance: {"target": "thm3", "form": "approximate",
+                                                                 "verdict": "fail", "holds": False, "summary": "s"})
     assert cli.main(["check", "--instance", str(path)]) == 1
-    assert "fail" in capsys.readouterr().out
+    assert capsys.readouterr().out == "thm3: fail — s\n"
+
+
+def test_whose_statement_a_lemma3_instance_tests():
+    # the paper's lemma (some α < 1) fails only when the ratio reaches 1 on a kernel with π > 0 (its hypothesis)
+    positive, copy = {"kernel": [[0.9, 0.1], [0.2, 0.8]]}, {"kernel": [[1.0, 0.0], [0.0, 1.0]]}
+    assert cli.instance_owner(positive, {"target": "lemma3", "ratio": 1.0}) == "paper"
+    assert cli.instance_owner(positive, {"target": "lemma3", "ratio": 0.9}) == "ours"  # a stated α < 0.9 of ours
+    assert cli.instance_owner(copy, {"target": "lemma3", "ratio": 1.0}) == "ours"  # outside π ≥ ε > 0
+
+
+def test_check_exits_0_on_a_refuted_conjecture_of_ours_and_1_on_a_failed_claim_of_the_paper(beyond_registry,
+                                                                                               capsys):
+    # reference: docs/claims.md, "Whose claim" — stand-ins: ext-stand-in (ours) and footnote-stand-in (the paper's,
+    # under "Beyond the paper" as footnote 1 is) both fail their checks
+    assert cli.main(["check", "ext-stand-in", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "ext-stand-in                 REFUTED (ours)" in out
+    assert "claims: 0 pass, 0 fail, 0 inconclusive, 0 error, 1 refuted (ours)" in out
+    assert any(line.split()[1:4] == ["monte-carlo", "as-stated", "refuted"] for line in out.splitlines()
+               if line.startswith("ext-stand-in"))
+    assert cli.main(["check", "ext-stand-in", "footnote-stand-in", "--json"]) == 1
+    claims = {c["id"]: c for c in json.loads(capsys.readouterr().out)["claims"]}
+    assert claims["ext-stand-in"]["verdict"] == "refuted" and claims["footnote-stand-in"]["verdict"] == "fail"
+    assert cli.main(["check", "--quiet"]) == 1  # every claim: the paper's fail decides
 
 
 def test_search_with_a_planted_alpha_writes_an_instance_that_check_rechecks(tmp_path, capsys):
@@ -64,7 +119,8 @@ def test_search_with_a_planted_alpha_writes_an_instance_that_check_rechecks(tmp_
     assert cli.main(["search", "lemma3", "--budget", "30", "--alpha", "0.05", "--out", str(out), "--quiet"]) == 1
     instance = json.loads(out.read_text())
     assert instance["target"] == "lemma3" and instance["alpha"] == 0.05
-    assert cli.main(["check", "--instance", str(out)]) == 1
+    assert cli.main(["check", "--instance", str(out)]) == 0  # α = 0.05 is a stated α, not the paper's lemma
+    assert "refuted finding reproduced" in capsys.readouterr().out
     assert cli.main(["search", "lemma3", "--budget", "30", "--alpha", "0.05", "--out", str(out), "--quiet"]) == 2
     assert "already exists" in capsys.readouterr().err
 

@@ -90,7 +90,7 @@ def test_fig2s_recipe_reaches_fig5s_full_tier_only():
 
 
 def test_fig5_runs_give_each_training_L_two_heads_per_example_and_four_spares():
-    for tier, train_L in (("quick", (1, 5)), ("full", FIG5_TRAIN_L)):
+    for tier, train_L in (("quick", (1, 3, 5)), ("full", FIG5_TRAIN_L)):
         r1 = fig5_readings(preset_configs("fig5", tier=tier))["R1"]
         assert [(c.L, c.K) for c in r1.values()] == [(L, 2 * L + 4) for L in train_L]
         assert all((c.d, c.H) == (10, 15) for c in r1.values())

@@ -12,8 +12,8 @@ from bma_verify.reports import cli
 from bma_verify.reports.builder import run_claims
 from bma_verify.reports.core import CheckContext
 from bma_verify.reports.registry import CLAIMS, Check, Claim
-from tests.report_stand_ins import (device_recording_check, device_recording_check_2, interrupting_check,
-                                    registry)  # noqa: F401 (registry is a fixture)
+from tests.report_stand_ins import (beyond_registry, device_recording_check, device_recording_check_2,  # noqa: F401
+                                    interrupting_check, registry)  # (registry and beyond_registry are fixtures)
 
 
 def test_report_files_schema_and_verdicts(registry, tmp_path):
@@ -33,6 +33,19 @@ def test_report_files_schema_and_verdicts(registry, tmp_path):
                                     "rejected": True}
     assert results["environment"]["torch_threads"] == 1 and results["config"]["threads"] == 1
     assert "figures/dummy.png" in (out / "REPORT.md").read_text() and (out / "figures" / "dummy.png").exists()
+
+
+def test_a_refuted_conjecture_of_ours_is_a_finding_and_the_papers_claims_still_fail(beyond_registry, tmp_path):
+    # reference: docs/claims.md, "Whose claim" — the stand-in ext-* claim fails its check: it reads refuted with its
+    # instance, while the paper's claim in "Beyond the paper" (as footnote 1 is) still reads fail
+    out = builder.build_report("quick", tmp_path / "rep")
+    by_id = {c["id"]: c for c in json.loads((out / "results.json").read_text())["claims"]}
+    ours, paper = by_id["ext-stand-in"], by_id["footnote-stand-in"]
+    assert (ours["owner"], ours["section"], ours["verdict"]) == ("ours", "beyond", "refuted")
+    assert ours["checks"][1]["verdict"] == "fail"  # a check keeps what its rule said
+    assert ours["checks"][1]["instance"] == {"kernel": [[0.5, 0.5], [0.5, 0.5]]}
+    assert (paper["owner"], paper["section"], paper["verdict"]) == ("paper", "beyond", "fail")
+    assert by_id["good"]["owner"] == "paper" and by_id["good"]["verdict"] == "pass"
 
 
 def test_report_is_reproducible_including_figure_bytes(registry, tmp_path):

@@ -11,7 +11,10 @@ from PIL import Image
 import bma_verify.reports.builder as builder
 from bma_verify.reports import browser_check, render
 from bma_verify.reports.regression import REFERENCE_DIR
-from tests.report_stand_ins import registry  # noqa: F401 (a fixture)
+from bma_verify.reports.core import CheckContext
+from bma_verify.reports.registry import Check, Claim
+from tests.report_stand_ins import beyond_registry, registry  # noqa: F401 (fixtures)
+from tests.report_stand_ins import passing_check, refuted_stronger_check
 
 
 def test_rendering_the_reference_results_gives_the_committed_pages():
@@ -31,6 +34,40 @@ def test_report_pages_embed_figures_and_render_math(registry, tmp_path):
     assert base64.b64encode(render.display_png(out / "figures" / "dummy.png")).decode() in page
     assert "<mfrac>" in page and "\\frac" not in page
     assert "<nav>" in page and "id='good'" in page
+
+
+def _summary_row(md: str, claim_id: str) -> str:
+    return next(line for line in md.splitlines() if line.startswith(f"| [`{claim_id}`]"))
+
+
+def test_a_refuted_conjecture_of_ours_reads_refuted_and_is_not_counted_as_a_fail(beyond_registry, tmp_path):
+    # reference: docs/claims.md, "Whose claim" — the failing ext-* stand-in is a finding; the failing claim of the
+    # paper under "Beyond the paper" (as footnote 1 is) is the one fail
+    out = builder.build_report("quick", tmp_path / "rep")
+    md, page = (out / "REPORT.md").read_text(), (out / "report.html").read_text()
+    counts = "Claims: 1 pass, 1 fail, 0 inconclusive, 0 error, 1 refuted (ours)."
+    assert counts in md and counts in page
+    ours = _summary_row(md, "ext-stand-in")
+    assert "| REFUTED (ours) |" in ours and "monte-carlo (as-stated): refuted" in ours and "FAIL" not in ours
+    assert "| FAIL |" in _summary_row(md, "footnote-stand-in")
+    assert "<td class='refuted'>REFUTED (ours)</td>" in page and "<td class='fail'>FAIL</td>" in page
+    assert "<span class='refuted'>refuted</span>" in page
+
+
+def test_a_refuted_stronger_reading_inside_a_passing_claim_reads_as_a_finding(tmp_path):
+    # reference: a PASS row whose stronger check failed shows "refuted" (a finding), never a red "fail"
+    claim = builder.run_claims([Claim("c", "p", "s", (
+        Check("exact", passing_check, "as stated"),
+        Check("exact", refuted_stronger_check, "our sharper bound", reading="stronger")))],
+        CheckContext(figures_dir=tmp_path))[0]
+    results = {"tier": "quick", "seed": 0, "package_version": "x", "started": "t", "seconds": 0.0,
+               "environment": builder.environment(), "claims": [claim]}
+    md, page = render.render_markdown(results), render.render_html(results)
+    row = _summary_row(md, "c")
+    assert "| PASS |" in row and "exact (stronger): refuted" in row and ": fail" not in row
+    assert "Finding **refuted** in" in md and "Verdict **pass** in" in md
+    assert "<span class='fail'>" not in page and "Finding <span class='refuted'>refuted</span>" in page
+    assert "<td class='pass'>PASS</td>" in page
 
 
 def test_a_formula_the_converter_cannot_read_stays_readable_as_source():

@@ -22,7 +22,8 @@ def test_registry_has_every_claim_of_the_paper_and_beyond_once():
     # beyond the paper: the DAG extensions of ours and the paper's footnote 1
     beyond_ids = {"ext-dag-posterior", "ext-dag-lemma4-sets", "ext-dag-lemma3-sets", "ext-dag-thm3-sets",
                   "ext-dag-construction", "ext-dag-families", "ext-dag-training",
-                  "footnote1-selective-induction"}
+                  "footnote1-selective-induction", "ext-selective-fig3", "ext-selective-claim1",
+                  "ext-selective-depth"}
     assert set(CLAIM_IDS) == paper_ids | beyond_ids and len(CLAIM_IDS) == len(paper_ids | beyond_ids)
     assert {c.id for c in CLAIMS if c.section == "beyond"} == beyond_ids
     assert all(claim.checks for claim in CLAIMS)
@@ -47,6 +48,21 @@ def test_claim_verdict_aggregation():
     assert builder.claim_verdict(["pass", "inconclusive"]) == "inconclusive"
     assert builder.claim_verdict(["inconclusive", "fail"]) == "fail"
     assert builder.claim_verdict([]) == "inconclusive"
+    # a claim of ours that fails is a refuted conjecture, not a fail; its other verdicts read as the paper's
+    assert builder.claim_verdict(["pass", "fail"], "ours") == "refuted"
+    assert builder.claim_verdict(["pass", "inconclusive"], "ours") == "inconclusive"
+
+
+def test_whose_claim_follows_the_id_unless_stated():
+    # reference: docs/claims.md, "Whose claim": ext-* claims are ours; footnote 1 is the paper's, in "beyond" too
+    owners = {c.id: c.owner for c in CLAIMS}
+    assert all(owner == ("ours" if cid.startswith("ext-") else "paper") for cid, owner in owners.items())
+    assert owners["footnote1-selective-induction"] == "paper"
+    assert Claim("x", "p", "s", (), section="beyond", owner="ours").owner == "ours"
+    with pytest.raises(ValueError, match="owner"):
+        Claim("x", "p", "s", (), owner="referee")
+    with pytest.raises(ValueError, match="section 'beyond'"):  # a conjecture of ours is never among the paper's
+        Claim("ext-x", "p", "s", ())
 
 
 def test_interval_verdicts():
@@ -138,6 +154,15 @@ def test_cli_exit_status_counts_errors_apart():
     err = {"verdict": "error", "checks": [{"verdict": "error"}]}
     bad = {"verdict": "fail", "checks": [{"verdict": "fail"}]}
     assert cli.exit_status([ok]) == 0 and cli.exit_status([ok, err]) == 3 and cli.exit_status([err, bad]) == 1
+
+
+def test_cli_exit_status_is_1_only_for_a_claim_of_the_paper():
+    ok = {"verdict": "pass", "checks": [{"verdict": "pass"}]}
+    refuted = {"verdict": "refuted", "owner": "ours", "checks": [{"verdict": "fail"}]}
+    ours_fail = {"verdict": "fail", "owner": "ours", "checks": [{"verdict": "fail"}]}  # as an older results.json
+    paper_fail = {"verdict": "fail", "owner": "paper", "checks": [{"verdict": "fail"}]}
+    assert cli.exit_status([ok, refuted]) == 0 and cli.exit_status([ok, ours_fail]) == 0
+    assert cli.exit_status([refuted, paper_fail]) == 1
 
 
 def test_load_kernel_formats_and_errors(tmp_path):

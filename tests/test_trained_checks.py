@@ -1,11 +1,12 @@
 """The machinery every trained check shares (reports/checks/trained.py): the trained-run cache, the noise band
-of a decided value, and the verdict of a rule on a run that may not have converged."""
+of a decided value, and the verdict of a rule on a run that may not have converged (its plateau test)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 import bma_verify.reports.checks.trained as trained
+from bma_verify.model.convergence import runs_plateau
 from bma_verify.reports.core import CheckContext
 
 
@@ -22,16 +23,39 @@ def test_a_value_within_its_noise_band_is_not_decided():
     assert trained.combine_sides({"a": "fail", "b": "noise"}) == "fail"
 
 
+def _curve_metrics(values) -> dict:
+    return {"curves": {"step": list(range(100, 100 * len(values) + 1, 100)), "query_loss": list(values)}}
+
+
 def test_a_failing_rule_on_an_unconverged_run_is_inconclusive():
-    # an optimisation shortfall of ours is not evidence against the paper; a converged run's fail stands
-    ctx = CheckContext(tier="quick", seed=0)
-    stalled = {"parent_loss_gap": 0.26}
-    assert not trained.is_converged(ctx, stalled)
-    assert trained.trained_verdict(ctx, "fail", True, stalled, {}) == ("fail", "")
-    verdict, reason = trained.trained_verdict(ctx, "fail", False, stalled, {})
-    assert verdict == "inconclusive" and reason.startswith("not converged: L_pa +0.260")
-    verdict, reason = trained.trained_verdict(ctx, "noise", True, stalled, {"gap_to_bma": "noise", "x": "pass"})
+    # an optimisation shortfall of ours is not evidence against the paper; a converged run's fail stands.
+    # Reference: hand-made curves, flat (a plateau) and falling 0.1 nats per evaluation
+    flat = trained.run_convergence(_curve_metrics([2.0] * 10))
+    falling = trained.run_convergence(_curve_metrics([3.0 - 0.1 * i for i in range(10)]))
+    assert flat["plateaued"] and not falling["plateaued"]
+    assert falling["improvement"] == pytest.approx(0.4) and falling["objective"] == "held-out query_loss"
+    assert trained.trained_verdict("fail", flat, {}) == ("fail", "")
+    verdict, reason = trained.trained_verdict("fail", falling, {})
+    assert verdict == "inconclusive" and reason.startswith("not converged: held-out loss still falling, 0.4000 nats")
+    verdict, reason = trained.trained_verdict("noise", flat, {"gap_to_bma": "noise", "x": "pass"})
     assert verdict == "inconclusive" and reason == "within run-to-run noise of the threshold: gap_to_bma"
+    both = runs_plateau({"a": flat, "b": falling})
+    assert not both["plateaued"] and both["not_plateaued"] == ["b"]
+    assert trained.not_converged_reason(both) == "not converged: held-out loss still improving in b"
+
+
+def test_a_run_that_never_evaluated_is_not_converged():
+    # train(steps=0) records no curve: nothing to judge a plateau on
+    test = trained.run_convergence({"steps": 0})
+    assert not test["plateaued"] and trained.not_converged_reason(test).startswith("not converged: 0 finite")
+
+
+def test_a_converged_run_far_from_bma_fails_its_parent_gap():
+    # reference: the threshold (0.05 nats) and its band (0.003) by hand
+    ctx = CheckContext(tier="quick", seed=0)
+    assert trained.parent_gap_side(ctx, {"parent_loss_gap": 0.3}) == "fail"
+    assert trained.parent_gap_side(ctx, {"parent_loss_gap": 0.01}) == "pass"
+    assert trained.parent_gap_side(ctx, {"parent_loss_gap": 0.051}) == "noise"
 
 
 def test_trained_runs_train_once_per_report_and_fig3_reads_fig2s_run(monkeypatch):

@@ -86,8 +86,9 @@ def binary_flip_kernel(flip: float) -> np.ndarray:
 
 
 def z_scores(estimate, exact) -> np.ndarray:
-    """(estimate − exact) / stderr, elementwise."""
-    return (np.asarray(estimate.value) - exact) / np.asarray(estimate.stderr)
+    """(estimate − exact) / stderr, elementwise; near independence, the normal quantile of the estimate's G
+    statistic under its χ² law at ``exact`` (``numerics.estimators.Estimate.agreement_z``)."""
+    return np.asarray(estimate.agreement_z(exact))
 
 
 def decide_interval(z, low, high, bound: float, *, below: bool = True) -> str:

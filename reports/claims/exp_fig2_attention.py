@@ -1,18 +1,19 @@
 """Claim exp-fig2-attention: on fig2's trained run (d=5, H=10, L=10) the second-layer attention selects the true
 parent, and the query loss and L_pa approach BMA's.
 
-The check judges the run by fig2's rule (query-loss gap and parent-accuracy shortfall against BMA, each with its
-noise band; :func:`reports.checks.trained.fig2_sides`) and applies the same rule to BMA reading only the last
+The check judges the run by fig2's rule (query-loss gap, parent-accuracy shortfall and L_pa gap against BMA, each
+with its noise band; :func:`reports.checks.trained.fig2_sides`) once the run's held-out curve has plateaued (a
+converged run that misses it fails), and applies the same rule to BMA reading only the last
 ceil(L/2) examples of the same contexts, which it must reject. History: docs/notes/exp-fig2-attention.md.
 """
 from __future__ import annotations
 
 from bma_verify.model import analysis, figures
 from bma_verify.model.training import eval_batch
-from bma_verify.reports.checks.trained import (LOSS_COLUMNS, TRAINED_TOL, combine_sides, control_measured,
-                                               draw_figure, fig2_sides, fig2_threshold, half_bma_control,
-                                               is_converged, loss_split_rows, rule_text, run_assumptions,
-                                               trained_runs, trained_verdict)
+from bma_verify.reports.checks.trained import (LOSS_COLUMNS, TRAINED_TOL, combine_sides, control_measured, draw_figure,
+                                               fig2_sides, fig2_threshold, half_bma_control, loss_split_rows,
+                                               rule_text, run_assumptions, run_convergence, trained_runs,
+                                               trained_verdict)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
 
@@ -30,11 +31,12 @@ TOLERANCES = {"query_loss": TRAINED_TOL["gap_to_bma"], "gap_to_bma": TRAINED_TOL
               "logit_rule": TRAINED_TOL["parent_loss_gap"]}
 
 
-def _decide(ctx: CheckContext, metrics: dict, chance: float) -> tuple[dict, bool, str, str]:
-    """(sides, converged, verdict, reason): fig2's rule on the run, and the full tier's chance floor."""
+def _decide(ctx: CheckContext, metrics: dict, chance: float) -> tuple[dict, dict, str, str]:
+    """(sides, converged, verdict, reason): fig2's rule on the run, its plateau test, and the full tier's chance
+    floor."""
     sides = fig2_sides(ctx, metrics)
-    converged = is_converged(ctx, metrics)
-    verdict, reason = trained_verdict(ctx, combine_sides(sides), converged, metrics, sides)
+    converged = run_convergence(metrics)
+    verdict, reason = trained_verdict(combine_sides(sides), converged, sides)
     if verdict != "pass" and ctx.full and metrics["parent_accuracy"] <= chance + CHANCE_MARGIN:
         verdict, reason = "fail", ""
     return sides, converged, verdict, reason

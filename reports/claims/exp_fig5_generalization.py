@@ -2,9 +2,10 @@
 training L generalizes better (Figure 5).
 
 The check reads fig5's preset runs under named readings of what the model does with example offsets beyond the
-training L (R1 end to end, R2 with one head budget at the full tier, R3 the selector alone on exact copies); the
-claim is reproduced when some reading reproduces it, not reproduced when none does. Its control is the grid of an
-ideal reader of min(L, L') examples, for which larger L generalizes better. How the runs were chosen:
+training L (R1 end to end, R2 with one head budget at the full tier, R3 the selector alone on exact copies). The
+end-to-end readings decide, once every run's held-out curve has plateaued: the claim is reproduced when R1 or R2
+reproduces it, not reproduced when both fail; R3 is a diagnostic of the selector and never decides. Its control is
+the grid of an ideal reader of min(L, L') examples, for which larger L generalizes better. How the runs were chosen:
 docs/notes/exp-fig5-generalization.md.
 """
 from __future__ import annotations
@@ -15,11 +16,13 @@ from dataclasses import replace
 import numpy as np
 
 from bma_verify.model import analysis, figures
+from bma_verify.model.convergence import RULE as PLATEAU_RULE
+from bma_verify.model.convergence import runs_plateau
 from bma_verify.model.generalization import (end_to_end_grid, held_out_batches, selector_only_grid,
                                              truncated_reader_grid)
 from bma_verify.model.presets import FIG5_R2_PREFIX, fig5_readings
-from bma_verify.reports.checks.trained import (THRESHOLDS, combine_sides, draw_figure, is_converged,
-                                               trained_runs, trained_verdict)
+from bma_verify.reports.checks.trained import (combine_sides, draw_figure, run_convergence, trained_runs,
+                                               trained_verdict)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
 
@@ -42,6 +45,11 @@ TOLERANCES = {
     "R2_shared_budget.mean_parent_loss_gap": MEAN_GAP_TOL, "R2_shared_budget.grid": GAP_TOL,
     "R2_shared_budget.test_L_near_bma": {"abs": 1}, "R2_shared_budget.own_L_parent_loss_gap": OWN_GAP_TOL,
     "R2_shared_budget.spearman_train_L_vs_mean_gap": {"abs": 0.0}}
+#: The readings that decide: the end-to-end runs. R3 (the trained selector on exact copies) is a diagnostic.
+DECIDING_READINGS = ("R1", "R2")
+#: The fewest training L values that can decide "smaller L generalizes better": over two, Spearman ρ is ±1
+#: whatever the runs do.
+MIN_TRAIN_L = 3
 #: Training seeds of fig5 at the full tier (the report seed's and one more); the quick tier trains one.
 FIG5_FULL_SEEDS = 2
 
@@ -81,10 +89,16 @@ def _fig5_rule(train_L: list, L_test: list, grid: dict) -> dict:
     return {"sides": sides, "near_count": clearly, "many": many, "mean_gap": mean_gap, "spearman": rank}
 
 
+def _deciding(readings: dict) -> dict:
+    """The end-to-end readings (R1, R2 where trained), which decide; R3 is left out."""
+    return {f"reading {k}": v for k, v in readings.items() if k in DECIDING_READINGS}
+
+
 def _decide_readings(readings: dict) -> str:
-    """Reproduced when some reading reproduces the claim, not reproduced when none does, else undecided."""
-    return ("pass" if "pass" in readings.values() else "fail" if all(v == "fail" for v in readings.values())
-            else "noise")
+    """Reproduced when an end-to-end reading (R1, R2) reproduces the claim, not reproduced when every one fails,
+    else undecided. R3 never decides."""
+    deciding = list(_deciding(readings).values())
+    return "pass" if "pass" in deciding else "fail" if all(v == "fail" for v in deciding) else "noise"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -92,10 +106,11 @@ def _decide_readings(readings: dict) -> str:
 
 def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
     """fig5 under named readings (R1 end to end, R2 with one head budget at the full tier, R3 selector only):
-    L_pa^{L'} − BMA's for each training L; near BMA for many L'? smaller L better? Reproduced when a reading
-    reproduces it, not reproduced when none does. The full tier trains every run on FIG5_FULL_SEEDS seeds: a
-    reading reproduces the claim when it does on every seed, fails it when it fails on every seed, and is
-    undecided otherwise (figures and tables show the report seed's runs; each seed's ρ is in ``by_seed``)."""
+    L_pa^{L'} − BMA's for each training L; near BMA for many L'? smaller L better? Reproduced when R1 or R2
+    reproduces it, not reproduced when both fail (R3 is shown, never decides). The full tier trains every run on
+    FIG5_FULL_SEEDS seeds: a reading reproduces the claim when it does on every seed, fails it when it fails on
+    every seed, and is undecided otherwise (figures and tables show the report seed's runs; each seed's ρ is in
+    ``by_seed``)."""
     outcome, info = _fig5_one_seed(ctx, trained_runs(ctx, "fig5"))
     if not ctx.full:
         return outcome
@@ -109,11 +124,11 @@ def _combine_seeds(ctx: CheckContext, outcome: CheckOutcome, infos: list[dict]) 
     readings = {name: ("pass" if all(i["readings"][name] == "pass" for i in infos)
                        else "fail" if all(i["readings"][name] == "fail" for i in infos) else "noise")
                 for name in infos[0]["readings"]}
-    converged = all(i["converged"] for i in infos)
-    worst = max((i["worst"] for i in infos), key=lambda m: m["parent_loss_gap"])
-    verdict, reason = trained_verdict(ctx, _decide_readings(readings), converged, worst,
-                                      {f"reading {k}": v for k, v in readings.items()})
-    by_seed = [{"seed": i["seed"], "converged": i["converged"], "own_L_parent_loss_gap": i["own_L_parent_loss_gap"],
+    converged = runs_plateau({f"seed {i['seed']} {label}": test for i in infos
+                                  for label, test in i["converged"]["runs"].items()})
+    verdict, reason = trained_verdict(_decide_readings(readings), converged, _deciding(readings))
+    by_seed = [{"seed": i["seed"], "converged": i["converged"]["plateaued"],
+                "own_L_parent_loss_gap": i["own_L_parent_loss_gap"],
                 **{name: {"rule": rule["sides"], "reading": i["readings"][name],
                           "mean_parent_loss_gap": rule["mean_gap"], "spearman": rule["spearman"]}
                    for name, rule in i["rules"].items()}} for i in infos]
@@ -133,7 +148,6 @@ def _fig5_one_seed(ctx: CheckContext, runs_all: dict) -> tuple[CheckOutcome, dic
     grids = _compute_grids(runs_all)
     decided = _decide(ctx, grids)
     info = {"seed": grids["first"].config.seed, "readings": decided["readings"], "converged": decided["converged"],
-            "worst": decided["worst"],
             "own_L_parent_loss_gap": {**grids["own_gap"],
                                       **{FIG5_R2_PREFIX + k: g for k, g in grids["own_gap_r2"].items()}},
             "rules": {"R1": decided["rule"], **({"R2": decided["rule_r2"]} if grids["r2"] else {}),
@@ -155,7 +169,7 @@ def _compute_grids(runs_all: dict) -> dict:
     batches = held_out_batches(first, L_test)  # the contexts every run is tested on
     return {"runs": runs, "r2": r2, "labels": labels, "train_L": [runs[k].config.L for k in labels],
             "L_test": L_test, "first": first,
-            "trained": [runs[k] for k in labels] + [r2[k] for k in labels if r2],
+            "trained": {**{k: runs[k] for k in labels}, **{FIG5_R2_PREFIX + k: r2[k] for k in labels if r2}},
             "own_gap": {k: runs[k].metrics["parent_loss_gap"] for k in labels},  # each run's L_pa gap at its own L
             "own_gap_r2": {k: r2[k].metrics["parent_loss_gap"] for k in labels} if r2 else {},
             "grid": end_to_end_grid([runs[k] for k in labels], L_test),
@@ -171,10 +185,11 @@ def _decide(ctx: CheckContext, g: dict) -> dict:
     rule_r2 = _fig5_rule(train_L, L_test, g["grid_r2"]) if g["r2"] else None
     readings = {"R1": combine_sides(rule["sides"]), **({"R2": combine_sides(rule_r2["sides"])} if g["r2"] else {}),
                 "R3": combine_sides(rule_r3["sides"])}
-    converged = all(is_converged(ctx, r.metrics) for r in g["trained"])
-    worst = max((r.metrics for r in g["trained"]), key=lambda m: m["parent_loss_gap"])
-    verdict, reason = trained_verdict(ctx, _decide_readings(readings), converged, worst,
-                                      {f"reading {k}": v for k, v in readings.items()})
+    converged = runs_plateau({label: run_convergence(r.metrics) for label, r in g["trained"].items()})
+    verdict, reason = trained_verdict(_decide_readings(readings), converged, _deciding(readings))
+    if len(train_L) < MIN_TRAIN_L:
+        verdict, reason = "inconclusive", (f"cannot decide: {len(train_L)} training L values (over two, Spearman ρ "
+                                           "is ±1 whatever the runs do)")
     # the control grid is larger-L-better, so the "smaller L generalizes better" half must reject it
     control_rule = _fig5_rule(train_L, L_test, g["control_grid"])
     control = Control("the grid of BMA reading only the last min(L, L') of the L' examples (an ideal reader of its "
@@ -183,7 +198,7 @@ def _decide(ctx: CheckContext, g: dict) -> dict:
                        "near_count": control_rule["near_count"], "rule": control_rule["sides"]},
                       combine_sides(control_rule["sides"]) == "fail")
     return {"rule": rule, "rule_r2": rule_r2, "rule_r3": rule_r3, "readings": readings, "converged": converged,
-            "worst": worst, "verdict": verdict, "reason": reason, "control_rule": control_rule, "control": control}
+            "verdict": verdict, "reason": reason, "control_rule": control_rule, "control": control}
 
 
 def _render(ctx: CheckContext, g: dict, d: dict) -> CheckOutcome:
@@ -233,7 +248,8 @@ def _threshold(ctx: CheckContext, g: dict, d: dict) -> dict:
             "smaller_L_generalizes_better": "Spearman ρ(training L, mean gap over L') > 0 at every shift of "
                                             f"the mean gaps by ±{MEAN_GAP_BAND} (the ideal "
                                             f"reader of min(L, L'): {d['control_rule']['spearman']['rho']:+.2f})",
-            "converged_parent_gap": THRESHOLDS[ctx.tier]["converged_parent_gap"]}
+            "decides": "the end-to-end readings R1 and R2 (R2 at the full tier); R3 is a diagnostic",
+            "converged": PLATEAU_RULE}
 
 
 def _reading_text(rule: dict, train_L: list) -> str:
@@ -248,10 +264,10 @@ def _summary(g: dict, d: dict) -> str:
     sp = rule["spearman"]
     r2_text = (f"R2 (shared head budget, untrained offsets beyond L) {_reading_word(readings['R2'])}: "
                + _reading_text(d["rule_r2"], train_L)) if g["r2"] else ""
-    return (f"Readings: R1 (end to end, clipped offsets) {_reading_word(readings['R1'])}; "
-            + (f"R2 (shared head budget) {_reading_word(readings['R2'])}; " if g["r2"] else "")
-            + f"R3 (selector only: each trained W_tf on exact copies of the L' examples) "
-              f"{_reading_word(readings['R3'])}. " + r2_text + "R3: " + _reading_text(d["rule_r3"], train_L)
+    return (f"Readings that decide: R1 (end to end, clipped offsets) {_reading_word(readings['R1'])}"
+            + (f"; R2 (shared head budget) {_reading_word(readings['R2'])}" if g["r2"] else "")
+            + f". Diagnostic, never decides: R3 (selector only: each trained W_tf on exact copies of the L' "
+              f"examples) {_reading_word(readings['R3'])}. " + r2_text + "R3: " + _reading_text(d["rule_r3"], train_L)
             + f"R1 in detail: run under {FIG5_READING.split(':')[0]} (clipped offsets, K = 2L + 4 heads). Near BMA "
               f"(below {NEAR_BMA} nats by more than the noise band {GAP_BAND}) at "
             + ", ".join(f"{n} of {len(L_test)} L' for L = {L}" for L, n in rule["near_count"].items())
@@ -260,7 +276,8 @@ def _summary(g: dict, d: dict) -> str:
             + ", ".join(f"L = {L}: {gap:.3f}" for L, gap in zip(train_L, rule["mean_gap"]))
             + f"; Spearman ρ(L, mean gap) = {sp['rho']:+.2f} (range {sp['low']:+.2f}..{sp['high']:+.2f} within "
               f"noise; the claim needs > 0): {rule['sides']['smaller_L_generalizes_better']}."
-            + ("" if d["converged"] else " Not every run converged at its own L.")
+            + ("" if d["converged"]["plateaued"] else " Still improving (not converged): "
+               + ", ".join(d["converged"]["not_plateaued"]) + ".")
             + f" Control: an ideal reader of min(L, L') examples (ρ = {d['control_rule']['spearman']['rho']:+.2f}) "
               f"is {'rejected' if d['control'].rejected else 'NOT rejected'}. Each copier head copies one example, "
               "so a model trained at L cannot use more than L examples at L' > L under R1, and its heads for "
@@ -286,7 +303,7 @@ def _assumptions(g: dict, d: dict) -> list[str]:
     readings = d["readings"]
     return [f"{FIG5_READING}: {_reading_word(readings['R1'])}",
             *([f"{FIG5_READING_R2}: {_reading_word(readings['R2'])}"] if g["r2"] else []),
-            f"{FIG5_READING_R3}: {_reading_word(readings['R3'])}",
+            f"{FIG5_READING_R3}, a diagnostic that never decides: {_reading_word(readings['R3'])}",
             f"'near BMA' = L_pa^{{L'}} within {NEAR_BMA} nats of BMA's; 'many' = at least half of the tested L', "
             "for at least one training L (the lenient reading)",
             "'smaller training L generalizes better' = the mean of L_pa^{L'} − BMA's over the tested L' rises with "

@@ -8,11 +8,12 @@ examples as the control and the bar a run must beat. How the runs were chosen: d
 from __future__ import annotations
 
 from bma_verify.model import analysis, figures
+from bma_verify.model.convergence import runs_plateau
 from bma_verify.model.training import eval_batch
-from bma_verify.reports.checks.trained import (LOSS_COLUMNS, NOISE_BAND, combine_sides, control_measured,
-                                               draw_figure, fig2_sides, fig2_threshold, half_examples,
-                                               is_converged, loss_split_rows, not_converged_reason, threshold_side,
-                                               trained_runs, trained_verdict)
+from bma_verify.reports.checks.trained import (LOSS_COLUMNS, NOISE_BAND, combine_sides, control_measured, draw_figure,
+                                               fig2_sides, fig2_threshold, half_examples, loss_split_rows,
+                                               not_converged_reason, run_convergence, threshold_side, trained_runs,
+                                               trained_verdict)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
 
@@ -24,12 +25,13 @@ RUN_TOLERANCES = {"query_loss": {"abs": 0.004}, "gap_to_bma": {"abs": 0.004}, "p
 
 
 def _robustness_reading(ctx: CheckContext, run, half: dict) -> dict:
-    """One run's reading: fig2's rule; a run no better than BMA reading half its examples fails, unless it has
-    fewer layer-1 heads than examples (under-provisioned: it cannot give each example its own copier head, which
-    the hand-set standard model that equals BMA needs), which reads inconclusive and says so."""
+    """One run's reading, once its held-out curve has plateaued: fig2's rule, and a run no better than BMA reading
+    half its examples fails. A run still improving reads inconclusive (not converged). A run with fewer layer-1
+    heads than examples (under-provisioned: it cannot give each example its own copier head, which the hand-set
+    standard model that equals BMA needs) is judged alike, and its reason says so."""
     m, c = run.metrics, run.config
     sides = fig2_sides(ctx, m)
-    converged = is_converged(ctx, m)
+    converged = run_convergence(m)
     under = c.K < c.L
     # better than the control by more than the band of an accuracy
     vs_control = threshold_side(m["parent_accuracy"], half["parent_accuracy"], NOISE_BAND["accuracy"], upper=False)
@@ -38,17 +40,13 @@ def _robustness_reading(ctx: CheckContext, run, half: dict) -> dict:
                   f"{half['parent_accuracy']:.3f} for BMA reading the last {half['examples']} of {half['L']} examples)")
     under_text = (f"under-provisioned: K = {c.K} layer-1 heads for L = {c.L} examples (the hand-set standard model "
                   "that equals BMA gives each example its own head)")
-    status = combine_sides(sides)
-    if status == "pass" and converged:
-        verdict, reason = "pass", ""
-    elif below and not under:
-        verdict, reason = "fail", below_text
-    elif under:
-        verdict, reason = "inconclusive", under_text + (f"; it {below_text}" if below else "")
-    elif not converged:  # fig2's rule may pass on an unconverged run: that reads not converged, never pass
-        verdict, reason = "inconclusive", not_converged_reason(ctx, m)
-    else:
-        verdict, reason = trained_verdict(ctx, status, converged, m, sides)
+    status = "fail" if below else combine_sides(sides)
+    notes = "; ".join(text for text, flag in ((under_text, under), (f"it {below_text}", below)) if flag)
+    verdict, reason = trained_verdict(status, converged, sides)
+    if not converged["plateaued"]:  # a run's pass is withheld here, not only by settle: the claim names the run
+        verdict, reason = "inconclusive", not_converged_reason(converged)
+    if verdict != "pass" and notes:
+        reason = f"{reason}; {notes}" if reason else notes
     return {"verdict": verdict, "reason": reason, "converged": converged, "under_provisioned": under,
             "below_control": below, "sides": sides}
 
@@ -127,7 +125,8 @@ def _decide(ctx: CheckContext, runs: dict, per_run: dict) -> dict:
         {label: control_measured(per_run[label]["half"], control_sides[label]) for label in deciding},
         all(combine_sides(s) == "fail" for s in control_sides.values()))
     return {"readings": readings, "diagnostic": diagnostic, "deciding": deciding, "verdict": verdict,
-            "reason": reason, "converged": all(readings[label]["converged"] for label in deciding),
+            "reason": reason,
+            "converged": runs_plateau({label: readings[label]["converged"] for label in deciding}),
             "control": control, "under": [label for label in deciding if readings[label]["under_provisioned"]],
             "chance": {label: analysis.chance_parent_accuracy(r.config.H) for label, r in runs.items()}}
 
@@ -140,8 +139,8 @@ def _render(ctx: CheckContext, runs: dict, per_run: dict, d: dict) -> CheckOutco
                   for label in failed} or None,
         measured={label: _run_measured(r, per_run[label], d, label) for label, r in runs.items()},
         threshold=fig2_threshold(ctx, per_run[d["deciding"][0]]["half"])
-        | {"fail": "a deciding run with K ≥ L whose parent accuracy is below that of BMA reading the last ceil(L/2) "
-                   "examples by more than the band"},
+        | {"fail": "a converged deciding run that misses fig2's rule, or whose parent accuracy is below that of BMA "
+                   "reading the last ceil(L/2) examples by more than the band"},
         summary=_summary(runs, per_run, d), assumptions=_assumptions(runs, d),
         tables=[Table("losses (nats/token)", LOSS_COLUMNS,
                       sum((loss_split_rows(r.metrics, k) for k, r in runs.items()), []))],
@@ -199,7 +198,7 @@ def _summary(runs: dict, per_run: dict, d: dict) -> str:
                                                                   for label, r in runs.items()}))
             + ". Control: BMA reading the last ceil(L/2) examples is "
               f"{'rejected' if d['control'].rejected else 'NOT rejected'} by fig2's rule."
-            + (f" Under-provisioned (K < L, reported, not counted as a failure): {', '.join(under)}." if under
+            + (f" Under-provisioned (K < L, judged like any run): {', '.join(under)}." if under
                else "")
             + (f" Diagnostic, not counted in the verdict: {', '.join(sorted(diagnostic))} starts layer 1 as "
                "that copier (one head per example) and layer 2 at random, so it measures whether the standard "
@@ -219,8 +218,9 @@ def _assumptions(runs: dict, d: dict) -> list[str]:
         "scale that two cores can afford (stated with each run above), the full tier at the paper's fig2 "
         "setting",
         "a run whose layer 1 starts as the BMA copier (layer1_init='copy') is a diagnostic and never decides",
-        "a deciding run with K ≥ L that ends no better than BMA reading the last ceil(L/2) examples fails its "
-        "reading; one with K < L is under-provisioned and reads inconclusive",
+        "a deciding run whose held-out curve has plateaued and that ends no better than BMA reading the last "
+        "ceil(L/2) examples, or misses fig2's rule, fails its reading (one with K < L is named under-provisioned);"
+        " a run still improving reads inconclusive",
         "fig2's thresholds and noise bands (measured on fig2's structured run) apply to every architecture"]
 
 

@@ -4,11 +4,15 @@ BMA?
 The pair-attention model trained from a random initialisation reaches BMA (upper 3-SE bounds of its held-out L_pa
 and query-loss gaps under ``LPA_TOL`` and ``QUERY_TOL``); the best standard alternative (family (a) as a model,
 :class:`model.dag_training.KHeadSelector`) is trained alike and reported as findings. Negative control: the same
-rule on the pair model at its initialisation. History of the values: docs/notes/ext-dag-training.md.
+rule on the pair model at its initialisation. Converged: the pair run's loss record has plateaued
+(:func:`model.convergence.record_plateau`); a plateaued run that misses the rule fails, one still improving reads
+inconclusive. History of the values: docs/notes/ext-dag-training.md.
 """
 from __future__ import annotations
 
+from bma_verify.model.convergence import record_plateau
 from bma_verify.model.dag_training import DagTrainConfig, train_dag
+from bma_verify.reports.checks.trained import trained_verdict
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table
 
@@ -120,17 +124,19 @@ def ext_dag_training(ctx: CheckContext) -> CheckOutcome:
     runs = training_runs(ctx)
     pair = runs["pair"]
     decided, control = _decide_training(pair["final"]), _decide_training(pair["init"])
+    converged = record_plateau(pair["losses"])
+    verdict, reason = trained_verdict(decided["verdict"], converged, {"at_bma": decided["verdict"]})
     measured = {name: {"init": r["init"], "final": r["final"], "converged": r["converged"],
                        "steps": r["config"]["steps"]} for name, r in runs.items()}
     return CheckOutcome(
-        verdict=decided["verdict"], measured=measured,
+        verdict=verdict, reason=reason, measured=measured,
         threshold={"lpa_tol": LPA_TOL, "query_tol": QUERY_TOL, "z": 3.0},
         summary=_summary(runs, control), tables=[_table(runs)],
         tolerances=dict(TOLERANCES),
         control=Control(description="the pair model at its random initialisation",
                         measured={"lpa_gap_upper": control["lpa_upper"], "query_gap_upper": control["query_upper"]},
                         rejected=control["verdict"] != "pass"),
-        findings=_findings(runs), converged=bool(pair["converged"]), assumptions=_assumptions(pair["config"]),
+        findings=_findings(runs), converged=converged, assumptions=_assumptions(pair["config"]),
     )
 
 

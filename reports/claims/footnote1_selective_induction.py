@@ -1,18 +1,310 @@
-"""Claim footnote1-selective-induction."""
-from bma_verify.reports.checks import ext_dag, selective
-from bma_verify.reports.claim import Check, Claim
+"""Claim footnote1-selective-induction: the BMA construction covers the selective-induction task of D'Angelo,
+Croce and Flammarion (ICLR 2025), on their definition of the task (numerics.selective_induction).
 
-CLAIM = Claim("footnote1-selective-induction",
-      "Footnote 1 (a claim of the paper): the BMA construction covers the selective-induction task of D'Angelo, "
-      "Croce and Flammarion (ICLR 2025).",
-      "Each sequence draws κ uniformly from K, x_{<κ} ~ μ (stationary), x_t ~ P*(·|x_{t−κ}); mapping one example = "
-      "one window of the sequence and parent h' = t − κ (pad row μ), the tree BMA selector equals the "
-      "Bayes-optimal predictive over lags, weights Π_{s<t} P*(x_s|x_{s−κ}) with μ(x_s) for s < κ.",
-      (Check("exact", ext_dag.footnote1_selective_induction,
-             "constructed vs Bayes-optimal predictive at every position, several lag sets; finding: dropping the μ "
-             "terms is not Bayes-optimal"),
-       Check("model", selective.footnote1_selective_training,
-             "the tree task's structured model trained on the windows from a random initialisation: layer-2 "
-             "attention vs the lag posterior and prediction vs the Bayes-optimal predictive on held-out "
-             "sequences; control: the uniform-lag predictor (kernel known, lag not inferred)",
-             reading="reproduction")), section="beyond")
+The mapping checked: one tree example = one window (x_{s−k̂}, …, x_s) of the sequence with s = k̂..t−1 (every window
+inside the sequence), the query = the window ending at t, the lag κ = the parent h' = k̂ − κ shared by all windows;
+the first k̂ tokens enter only as the windows' earlier positions, their μ terms are common to every lag and
+contribute nothing, and for t < k̂ the prediction is μ. The exact check compares this construction with their
+Bayes-optimal predictive at every position; the model check trains the tree task's structured model on these
+windows. History of both: docs/notes/footnote1-selective-induction.md.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bma_verify.numerics.selective_induction import (bayes_predictive, construction_predictive,
+                                                     sample_selective_induction)
+from bma_verify.numerics.task import random_kernel
+from bma_verify.reports.claim import Check, Claim
+from bma_verify.model.convergence import RULE as PLATEAU_RULE
+from bma_verify.model.selective_training import SelectiveTrainConfig, runs_converged, train_selective
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
+
+#: Lag sets (theirs are small sets of lags; ours span contiguous and gapped sets).
+LAG_SETS = ([1, 2, 3], [2, 5], [1, 4], [1, 2])
+SIZES = {"quick": {"sequences": 3, "T": 12}, "full": {"sequences": 20, "T": 24}}
+#: Two float64 computations of one predictive (sums in different orders) agree far below this.
+EXACT_ATOL = 1e-10
+MAPPING = ("one tree example = one window (x_{s−k̂}, …, x_s), s = k̂..t−1, query = the window ending at t, lag κ = "
+           "parent h' = k̂ − κ; the first k̂ tokens (μ, common to every lag) enter only as earlier window positions; "
+           "t < k̂ predicts μ")
+
+
+def _max_gap(a, b) -> float:
+    return float(np.abs(np.asarray(a) - np.asarray(b)).max())
+
+
+def sequence_errors(kernel, lags, x) -> dict:
+    """On one sequence of their task: the construction, the lag read off by one (control), the weights without the
+    first tokens' μ terms, and our per-lag construction (whole sequence, pad row μ), each against their Bayes."""
+    exact = bayes_predictive(kernel, lags, x)
+    built = construction_predictive(kernel, lags, x)
+    return {"error": max(_max_gap(built["predictive"], exact["predictive"]),
+                         _max_gap(built["lag_posterior"], exact["lag_posterior"])),
+            "control": _max_gap(construction_predictive(kernel, lags, x, lag_shift=1)["predictive"],
+                                exact["predictive"]),
+            "dropped": _max_gap(bayes_predictive(kernel, lags, x, drop_first_tokens=True)["predictive"],
+                                exact["predictive"]),
+            "whole": _max_gap(construction_predictive(kernel, lags, x, task="per_lag")["predictive"],
+                              exact["predictive"]),
+            "posterior": exact["lag_posterior"][-1]}
+
+
+def per_lag_errors(kernel, lags, x) -> dict:
+    """On one sequence of our per-lag variant: its construction and its dropped-μ weights against its Bayes."""
+    exact = bayes_predictive(kernel, lags, x, task="per_lag")["predictive"]
+    return {"per_lag_error": _max_gap(construction_predictive(kernel, lags, x, task="per_lag")["predictive"], exact),
+            "per_lag_dropped": _max_gap(
+                bayes_predictive(kernel, lags, x, task="per_lag", drop_first_tokens=True)["predictive"], exact)}
+
+
+def exact_records(ctx: CheckContext) -> list[dict]:
+    """One record per sampled sequence: their task's errors, then our variant's on a sequence drawn alike."""
+    rng = ctx.rng("footnote1-selective-induction")
+    sizes = SIZES[ctx.tier]
+    records = []
+    for lags in LAG_SETS:
+        d = int(rng.integers(2, 5))
+        kernel = random_kernel(d, alpha=0.5, eps=0.02, rng=rng)
+        theirs, kappas = sample_selective_induction(kernel, lags, sizes["sequences"], sizes["T"], rng=rng)
+        ours, _ = sample_selective_induction(kernel, lags, sizes["sequences"], sizes["T"], rng=rng, task="per_lag")
+        for x, y, kappa in zip(theirs, ours, kappas):
+            records.append({"lags": list(lags), "d": d, "kappa": int(kappa), "kernel": kernel.tolist(),
+                            "sequence": x.tolist(), **sequence_errors(kernel, lags, x),
+                            **per_lag_errors(kernel, lags, y)})
+    return records
+
+
+def decide_exact(max_error: float) -> str:
+    """pass iff the constructed predictor equals their Bayes-optimal predictive to EXACT_ATOL at every t."""
+    return "pass" if max_error <= EXACT_ATOL else "fail"
+
+
+def _worst(records, key) -> dict:
+    r = max(records, key=lambda r: r[key])
+    return {"kernel": r["kernel"], "lags": r["lags"], "sequence": r["sequence"], "error": r[key]}
+
+
+def exact_findings(records) -> list[Finding]:
+    """Three statements of ours, each decided on the same records."""
+    dropped, whole = max(r["dropped"] for r in records), max(r["whole"] for r in records)
+    per_lag = max(r["per_lag_dropped"] for r in records)
+    return [
+        Finding("on their task, lag weights without the first k̂ tokens' μ terms give the Bayes-optimal predictive",
+                "holds" if dropped <= EXACT_ATOL else "refuted", None if dropped <= EXACT_ATOL else
+                _worst(records, "dropped"), f"largest deviation {dropped:.1e} over {len(records)} sequences: the μ "
+                "terms are the same for every lag and cancel"),
+        Finding("on our per-lag variant (first κ tokens from μ; ours, not theirs), weights without the first κ tokens' "
+                "μ terms give its Bayes-optimal predictive", "refuted" if per_lag > EXACT_ATOL else "holds",
+                None, f"largest deviation {per_lag:.3f}: there the μ terms depend on κ"),
+        Finding("the construction fed every window of the sequence (pad before it, pad row μ: our per-lag mapping) "
+                "gives their Bayes-optimal predictive", "refuted" if whole > EXACT_ATOL else "holds",
+                _worst(records, "whole") if whole > EXACT_ATOL else None,
+                f"largest deviation {whole:.3f}: the windows ending before k̂ must be left out")]
+
+
+def _exact_table(records) -> Table:
+    return Table("constructed vs their Bayes-optimal predictive (max over positions)",
+                 ["K", "d", "κ drawn", "max error", "lag off by one (control)", "μ terms dropped",
+                  "every window (our mapping)", "posterior of κ at T"],
+                 [[str(r["lags"]), r["d"], r["kappa"], f"{r['error']:.1e}", f"{r['control']:.3f}",
+                   f"{r['dropped']:.1e}", f"{r['whole']:.3f}", f"{r['posterior'][r['lags'].index(r['kappa'])]:.3f}"]
+                  for r in records])
+
+
+def footnote1_selective_induction(ctx: CheckContext) -> CheckOutcome:
+    """Exact check: the tree construction mapped onto their task (MAPPING) against their Bayes-optimal predictive
+    over lags at every position, several lag sets. Control: the lag read off by one (h' = k̂ − κ − 1)."""
+    records = exact_records(ctx)
+    error, planted = max(r["error"] for r in records), [r["control"] for r in records]
+    verdict = decide_exact(error)
+    control = Control("the construction reading the lag off by one (candidate h' = k̂ − κ − 1)",
+                      {"max_error": max(planted), "min_error": min(planted)},
+                      rejected=decide_exact(max(planted)) != "pass")
+    measured = {"sequences": len(records), "T": SIZES[ctx.tier]["T"], "max_error": error,
+                "control_max_error": max(planted), "dropped_mu_max_error": max(r["dropped"] for r in records),
+                "every_window_max_error": max(r["whole"] for r in records),
+                "per_lag_max_error": max(r["per_lag_error"] for r in records),
+                "per_lag_dropped_mu_max_error": max(r["per_lag_dropped"] for r in records)}
+    summary = (f"On D'Angelo et al.'s task (first k̂ = max K tokens from μ, whatever the lag), mapping {MAPPING}: the "
+               f"tree BMA selector equals their Bayes-optimal predictive to {error:.1e} at every position of "
+               f"{len(records)} sequences (lag sets {', '.join(map(str, LAG_SETS))}); reading the lag off by one is "
+               f"off by up to {max(planted):.3f} (control, {'rejected' if control.rejected else 'NOT rejected'}); "
+               f"feeding every window (our per-lag mapping) is off by up to {measured['every_window_max_error']:.3f} "
+               f"(finding); on our per-lag variant its own mapping is exact to {measured['per_lag_max_error']:.1e}.")
+    return CheckOutcome(verdict=verdict, measured=measured, threshold={"max_error": EXACT_ATOL}, summary=summary,
+                        tables=[_exact_table(records)], findings=exact_findings(records), control=control,
+                        # float64 sums in different orders (NumPy only): abs 1e-13 guards rounding
+                        tolerances={"max_error": {"abs": 1e-13}, "dropped_mu_max_error": {"abs": 1e-13},
+                                    "per_lag_max_error": {"abs": 1e-13}})
+
+
+# --- the model check (reproduction) -------------------------------------------------------------------------
+
+#: The rule per run: the trained model is "at the Bayes-optimal predictor" when the upper 3-SE bounds of its
+#: held-out lag-posterior KL and query-loss gap are below these (nats); set on our per-lag variant, kept for theirs
+#: (history: docs/notes/footnote1-selective-induction.md).
+LAG_TOL = 0.1
+QUERY_TOL = 0.02
+#: Runs per tier, each on its own kernel (seeds derived from the report seed). One quick run cannot decide.
+RUNS = {"quick": 1, "full": 5}
+TRAIN_SIZES = {"quick": {"steps": 3000, "eval_contexts": 2000}, "full": {"steps": 3000, "eval_contexts": 4000}}
+#: Count rule over the runs: reproduced when at least this share passes, not reproduced when this share fails.
+PASS_SHARE = 0.8
+
+
+def _decide(lag_gap, lag_se, query_gap, query_se) -> dict:
+    lag_upper, query_upper = lag_gap + 3 * lag_se, query_gap + 3 * query_se
+    ok = lag_upper <= LAG_TOL and query_upper <= QUERY_TOL
+    return {"verdict": "pass" if ok else "fail", "lag_upper": float(lag_upper), "query_upper": float(query_upper)}
+
+
+def decide_run(final: dict) -> dict:
+    """The rule on one trained run's held-out evaluation."""
+    return _decide(final["lag_gap"], final["lag_gap_se"], final["query_gap"], final["query_gap_se"])
+
+
+def decide_control(final: dict) -> dict:
+    """The same rule on the uniform-lag predictor evaluated on the same held-out sequences."""
+    return _decide(final["uniform_lag_gap"], final["uniform_lag_gap_se"], final["uniform_lag_query_gap"],
+                   final["uniform_lag_query_gap_se"])
+
+
+def decide_runs(verdicts: list[str], tier: str) -> tuple[str, str]:
+    """The count rule over runs: (verdict, reason). The quick tier's single run is reported, not decided."""
+    passes, n = verdicts.count("pass"), len(verdicts)
+    if tier == "quick":
+        return "inconclusive", (f"quick tier cannot decide: {n} run ({passes} pass the rule); the full tier trains "
+                                f"{RUNS['full']} and decides")
+    if passes >= PASS_SHARE * n:
+        return "pass", ""
+    if n - passes >= PASS_SHARE * n:
+        return "fail", ""
+    return "inconclusive", f"the runs disagree: {passes} of {n} kernels pass the rule"
+
+
+def selective_runs(ctx: CheckContext) -> list[dict]:
+    """The tier's trained runs on their task (cached per context); model objects dropped."""
+    key = ("footnote1-selective-training", ctx.tier, ctx.seed)
+    if key not in ctx.cache:
+        runs = []
+        for i in range(RUNS[ctx.tier]):
+            config = SelectiveTrainConfig(seed=ctx.seed_for(f"footnote1-selective-induction:train:{i}") % (2**31),
+                                          **TRAIN_SIZES[ctx.tier])
+            run = train_selective(config)
+            run.pop("model")
+            runs.append(run)
+        ctx.cache[key] = runs
+    return ctx.cache[key]
+
+
+def _figure(ctx: CheckContext, run: dict) -> str:
+    fig, ax = new_figure(figsize=(5.2, 4.6))
+    posterior, attention = run["laws"]["posterior"], run["laws"]["attention"]
+    for j, kappa in enumerate(run["config"]["lags"]):
+        ax.scatter(posterior[:, j], attention[:, j], s=6, alpha=0.5, label=f"κ = {kappa}")
+    ax.plot([0, 1], [0, 1], color="k", lw=0.8)
+    ax.set_xlabel("Bayes lag posterior P(κ | x_<t)")
+    ax.set_ylabel("trained layer-2 attention at h' = h − κ")
+    ax.set_title(f"selective induction (their task), trained (seed {run['config']['seed']}, {len(posterior)} "
+                 "held-out sequences)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    filename = "footnote1_selective_training.png"
+    save_figure(fig, ctx.figure_path(filename))
+    return filename
+
+
+def _run_rows(runs, decided, controls) -> list[list]:
+    rows = []
+    for r, d, c in zip(runs, decided, controls):
+        f, i = r["final"], r["init"]
+        rows.append([r["config"]["seed"], f"{i['lag_gap']:.3f}", f"{f['lag_gap']:.3f} ± {f['lag_gap_se']:.3f}",
+                     f"{f['token_gap']:.3f}", f"{f['query_gap']:.4f} ± {f['query_gap_se']:.4f}",
+                     f"{f['lag_lpa_model']:.3f} / {f['lag_lpa_bayes']:.3f}",
+                     f"{f['uniform_lag_gap']:.3f} / {f['uniform_lag_query_gap']:.3f}", d["verdict"],
+                     "rejected" if c["verdict"] != "pass" else "NOT rejected", r["converged"]["plateaued"]])
+    return rows
+
+
+def _spread(values) -> str:
+    return f"median {np.median(values):.4f} (range {min(values):.4f}–{max(values):.4f})"
+
+
+def _training_summary(runs, controls, verdicts) -> str:
+    c0 = runs[0]["config"]
+    rejected = all(c["verdict"] != "pass" for c in controls)
+    return (f"The tree task's structured model on their task's windows (d = {c0['d']}, K = {c0['lags']}, "
+            f"L = {c0['L']} windows ending at s ≥ k̂, {c0['K']} copier heads), trained {c0['steps']} steps from a "
+            f"random initialisation on {len(runs)} kernel(s): layer-2 attention vs the lag posterior KL "
+            f"{_spread([r['final']['lag_gap'] for r in runs])}, query-loss gap to the Bayes-optimal predictive "
+            f"{_spread([r['final']['query_gap'] for r in runs])} nats (rule per run: upper 3-SE bounds ≤ {LAG_TOL} "
+            f"and ≤ {QUERY_TOL}; {verdicts.count('pass')} of {len(runs)} pass; reproduced when at least "
+            f"{PASS_SHARE:.0%} of the runs pass, decided on the full tier only). Control (the kernel known, the lag "
+            f"not inferred: uniform weights over K) {'rejected' if rejected else 'NOT rejected'} on every run.")
+
+
+def _training_assumptions(c0: dict) -> list[str]:
+    return [f"their task (first k̂ tokens from μ); kernel P*: rows Dirichlet({c0['alpha']}) with floor ε = "
+            f"{c0['eps']}, d = {c0['d']}, one per run from the run's seed; lags K = {c0['lags']}, L = {c0['L']} "
+            "windows of width k̂ + 1 ending at s = k̂..t−1",
+            f"model: StructuredTransformer on d + 1 tokens (the pad unused), {c0['K']} copier heads, β = "
+            f"{c0['beta']}, mixture output; loss at the query's last row only",
+            f"training: AdamW lr {c0['lr']} (W_KQ at {c0['selector_lr_scale']}×), warm-up {c0['warmup']} and "
+            f"cosine, batch {c0['batch_size']}, {c0['steps']} steps, grad clip {c0['grad_clip']}; "
+            f"{c0['eval_contexts']} held-out sequences; converged by the {PLATEAU_RULE}, on the held-out query-loss "
+            f"gap evaluated every {c0['eval_every']} steps",
+            "the lag posterior is read as the attention at the candidates h' = h − κ, not renormalised "
+            "(mass elsewhere counts against the model)"]
+
+
+def footnote1_selective_training(ctx: CheckContext) -> CheckOutcome:
+    """Model check (reproduction): the structured model trained on their task's windows reaches the lag posterior
+    and the Bayes-optimal predictive; control: the uniform-lag predictor, judged by the same rule."""
+    runs = selective_runs(ctx)
+    decided = [decide_run(r["final"]) for r in runs]
+    controls = [decide_control(r["final"]) for r in runs]
+    verdicts = [d["verdict"] for d in decided]
+    verdict, reason = decide_runs(verdicts, ctx.tier)
+    measured = {"runs": [{"seed": r["config"]["seed"], "init": r["init"], "final": r["final"],
+                          "converged": r["converged"]["plateaued"], "verdict": d["verdict"],
+                          "lag_upper": d["lag_upper"],
+                          "query_upper": d["query_upper"], "kernel": r["kernel"]}
+                         for r, d in zip(runs, decided)],
+                "passes": verdicts.count("pass")}
+    closest = min(controls, key=lambda c: c["query_upper"])  # the one nearest to passing the rule
+    return CheckOutcome(
+        verdict=verdict, reason=reason, measured=measured,
+        threshold={"lag_tol": LAG_TOL, "query_tol": QUERY_TOL, "z": 3.0, "pass_share": PASS_SHARE},
+        summary=_training_summary(runs, controls, verdicts),
+        tables=[Table("Held-out gaps (nats) per trained run; init = the model at its random initialisation",
+                      ["seed", "lag KL init", "lag KL", "parent-token KL", "query-loss gap",
+                       "lag L_pa model / Bayes", "uniform-lag control: KL / query gap", "rule", "control",
+                       "converged"], _run_rows(runs, decided, controls))],
+        figures=[_figure(ctx, runs[0])] if ctx.figures_dir is not None else [],
+        # float32 training: values move with the CPU path; widths carried over from the per-lag variant's measured
+        # spread (ten times it; docs/notes/footnote1-selective-induction.md)
+        tolerances={"runs.0.final.lag_gap": {"abs": 0.05}, "runs.0.final.query_gap": {"abs": 0.01},
+                    "runs.0.final.token_gap": {"abs": 0.03}},
+        control=Control("the uniform-lag predictor (kernel known, lag not inferred)",
+                        {"lag_upper": closest["lag_upper"], "query_upper": closest["query_upper"]},
+                        rejected=all(c["verdict"] != "pass" for c in controls)),
+        converged=runs_converged({f"seed {r['config']['seed']}": r["converged"] for r in runs}),
+        assumptions=_training_assumptions(runs[0]["config"]))
+
+
+CLAIM = Claim(
+    "footnote1-selective-induction",
+    "Footnote 1 (a claim of the paper): the BMA construction covers the selective-induction task of D'Angelo, "
+    "Croce and Flammarion (ICLR 2025).",
+    "Their task: each sequence draws κ uniformly from K, its first k̂ = max K tokens are i.i.d. μ (stationary) "
+    "whatever κ, then x_t ~ P*(·|x_{t−κ}); mapping " + MAPPING + ", the tree BMA selector equals their "
+    "Bayes-optimal predictive over lags, weights Π_{k̂≤s<t} P*(x_s|x_{s−κ}).",
+    (Check("exact", footnote1_selective_induction,
+           "constructed vs their Bayes-optimal predictive at every position, several lag sets; findings: the first "
+           "tokens' μ terms cancel on their task, not on our per-lag variant; feeding every window is not theirs"),
+     Check("model", footnote1_selective_training,
+           "the tree task's structured model trained on their task's windows from a random initialisation: layer-2 "
+           "attention vs the lag posterior and prediction vs the Bayes-optimal predictive on held-out sequences; "
+           "control: the uniform-lag predictor (kernel known, lag not inferred)", reading="reproduction")),
+    section="beyond")

@@ -17,11 +17,14 @@ from dataclasses import asdict
 
 import numpy as np
 
+from bma_verify.model.convergence import RULE as PLATEAU_RULE
+from bma_verify.model.convergence import runs_plateau, trace_plateau
 from bma_verify.model.ds import DSExperiment, DSModelConfig, TrainConfig, evaluate_ds_model, run_ds_experiment
 from bma_verify.model.ds_runs import attention_maps, exact_key_norm_model, train_with_initial_weights
 from bma_verify.numerics.ds import random_orthogonal, sample_ds_task
 from bma_verify.numerics.ds_fit import bilinear_only_log_posterior, exact_score_parameters, score_gap_curve
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
+from bma_verify.reports.checks.trained import trained_verdict
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.claims import prop2_ds_quadratic_report as render
 from bma_verify.reports.claims.prop2_ds_quadratic_report import Readings
@@ -242,16 +245,16 @@ def _decide_models(gap_model: dict, closing_model: dict) -> dict:
             "closing_gap_upper": closing_upper}
 
 
-def _trained_convergence(bil: dict, fit: dict, key_norm_history: dict) -> dict:
-    """Converged (the trained check's criterion): the bilinear model is within 0.01 nats (+3 + 3 SE) of the best
-    bilinear W's held-out gap at every L' (its family's optimum) and the key-norm training loss has flattened."""
+def _trained_convergence(bil: dict, fit: dict, plateau: dict) -> dict:
+    """Converged (the trained check's criterion): the bilinear and key-norm runs' loss records have plateaued
+    (``plateau``, :func:`model.convergence.trace_plateau` per run). Reported beside it, not deciding: whether the
+    bilinear model is within 0.01 nats (+3 + 3 SE) of the best bilinear W's held-out gap at every L'."""
     fit_gap = dict(zip(fit["L"], zip(fit["gap_eval"], fit["gap_eval_se"])))
     distance = [bil["gap"][i] - fit_gap[L][0] for i, L in enumerate(bil["L"])]
     at_optimum = all(abs(dist) <= 0.01 + 3 * (bil["gap_se"][i] + fit_gap[L][1])
                      for i, (L, dist) in enumerate(zip(bil["L"], distance)))
-    key_norm_flat = bool(key_norm_history["converged"])
-    return {"distance": distance, "at_optimum": at_optimum, "key_norm_flat": key_norm_flat,
-            "converged": at_optimum and key_norm_flat}
+    return {"distance": distance, "at_optimum": at_optimum,
+            "key_norm_flat": plateau["runs"]["key-norm"]["plateaued"], "converged": plateau["plateaued"]}
 
 
 def _decide_ffn(ffn: dict, fit: dict) -> dict:
@@ -339,8 +342,9 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
 
     Control: the same rule with both slots planted false: the gap slot holds the key-norm selector at the exact
     (W*, c*) (BMA itself: no gap), the closing slot the trained bilinear model (its family's best gap is
-    0.07 nats at L' = 3, the exact check); the rule must reject both. Converged: :func:`_trained_convergence`;
-    a miss with unconverged training is inconclusive, not fail. The FFN model is judged by its own rule
+    0.07 nats at L' = 3, the exact check); the rule must reject both. Converged: :func:`_trained_convergence`
+    (the runs' loss records plateaued); a miss on converged runs fails, one on runs still improving is
+    inconclusive. The FFN model is judged by its own rule
     (:func:`_decide_ffn`; its own check :func:`prop2_ffn_closes_gap`) and does not decide this verdict.
     """
     s = _sizes(ctx)
@@ -358,10 +362,10 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
                   "shows_gap": control_rule["shows_gap"],
                   "bilinear_closing_gap_upper": control_rule["closing_gap_upper"], "closes": control_rule["closes"]},
         rejected=not control_rule["shows_gap"] and not control_rule["closes"])
-    conv = _trained_convergence(bil, fit, result["metrics"]["key-norm"]["history"])
-    verdict, reason = rule["verdict"], ""
-    if verdict == "fail" and not conv["converged"]:
-        verdict, reason = "inconclusive", "not converged: the rule missed on a run that has not converged"
+    plateau = runs_plateau({name: trace_plateau(result["metrics"][name]["history"]["loss"])
+                                for name in ("bilinear", "key-norm")})
+    conv = _trained_convergence(bil, fit, plateau)
+    verdict, reason = trained_verdict(rule["verdict"], plateau, {"rule": rule["verdict"]})
     ffn = {"rule": _decide_ffn(ev["ffn"], fit), "init_rule": _decide_ffn(ffn_run["init_eval"], fit),
            "history": ffn_run["history"],
            "closing": _closing_L(bil["L"], ev["ffn"]["gap"], ev["ffn"]["gap_se"], GAP_TOL)}
@@ -371,12 +375,11 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
                     "key_norm_gap": kn["gap"], "bilinear_gap": bil["gap"], "steps": s["steps"], "seed": ctx.seed}
     return CheckOutcome(
         verdict=verdict, measured=render.trained_measured(READINGS, s, ev, histories, rule, conv, ffn),
-        reason=reason, converged=bool(conv["converged"]), control=control,
+        reason=reason, converged=plateau, control=control,
         assumptions=render.trained_assumptions(READINGS, s),
         threshold={"key_norm_gap_upper_max": GAP_TOL, "bilinear_small_L_gap_lower_min": GAP_TOL,
                    f"bilinear_gap_upper_at_L_ge_{CLOSED_BY_L}_max": GAP_TOL,
-                   "converged": "bilinear within 0.01 nats (+3 + 3 SE) of the best bilinear W at every L'; "
-                                "key-norm loss flat (last 10 % of steps within 1 % of the 10 % before)"},
+                   "converged": f"bilinear and key-norm runs: {PLATEAU_RULE}"},
         summary=render.trained_summary(READINGS, s, rule, control, ffn, conv), derivation=DERIVATION[-1:],
         tables=[render.trained_table(ev)], instance=instance, tolerances=TRAINED_TOLERANCES,
         figures=[render.trained_figure(ctx, READINGS, s, fit, ev, ffn_run["init_eval"]),
@@ -396,16 +399,15 @@ def prop2_ffn_closes_gap(ctx: CheckContext) -> CheckOutcome:
     Verdict (:func:`_decide_ffn`): pass ("reproduced at this scale") when the trained FFN is within 0.02 nats of
     BMA (upper 3-SE bound) at every L' tested and below the best bilinear W's in-sample gap (by 3 + 3 SE) at every
     L' <= 10 tested; fail (refuted at this scale) when it misses on a converged run; inconclusive when it misses
-    and its training loss has not flattened. Control: the same rule on the FFN at its initial weights (the draws
-    of its run, untrained): it must not close the gap.
+    and its loss record has not plateaued (:func:`model.convergence.trace_plateau`). Control: the same rule on the
+    FFN at its initial weights (the draws of its run, untrained): it must not close the gap.
     """
     s = _sizes(ctx)
     fit, run = _fit_curves(ctx)["bilinear"], _trained_ffn(ctx)
     rule, control_rule = _decide_ffn(run["eval"], fit), _decide_ffn(run["init_eval"], fit)
-    converged = bool(run["history"]["converged"])
-    verdict, reason = rule["verdict"], ""
-    if verdict == "fail" and not converged:
-        verdict, reason = "inconclusive", "not converged: the FFN missed on a run whose loss has not flattened"
+    plateau = trace_plateau(run["history"]["loss"])
+    converged = plateau["plateaued"]
+    verdict, reason = trained_verdict(rule["verdict"], plateau, {"rule": rule["verdict"]})
     control = Control(
         description="the same FFN at its initial weights (its run's draws, untrained): must not close the gap",
         measured={"max_gap": control_rule["max_gap"], "gap_upper": control_rule["gap_upper"],
@@ -420,13 +422,13 @@ def prop2_ffn_closes_gap(ctx: CheckContext) -> CheckOutcome:
                     "seed": ctx.seed}
     outcome = CheckOutcome(
         verdict=verdict, measured=render.ffn_measured(READINGS, s, run, fit, rule, converged), reason=reason,
-        converged=converged, control=control,
+        converged=plateau, control=control,
         assumptions=[render.ffn_description(READINGS, s), "layer 1 is the exact (β → ∞) copier; training L' ~ "
                      "U{1..30} zero-padded, squared error on the query"],
         threshold={"ffn_gap_upper_max": GAP_TOL,
                    "below_best_bilinear": f"gap + 3 SE < best bilinear in-sample gap − 3 SE at every L' <= "
                                           f"{BELOW_BILINEAR_L}",
-                   "converged": "FFN loss flat (last 10 % of steps within 1 % of the 10 % before)"},
+                   "converged": f"FFN run: {PLATEAU_RULE}"},
         summary=render.ffn_summary(READINGS, s, scale, rule, control_rule, control, converged),
         tables=[render.ffn_table(run, fit)], figures=[render.ffn_figure(ctx, READINGS, s, fit, run)],
         instance=instance, tolerances=FFN_TOLERANCES)

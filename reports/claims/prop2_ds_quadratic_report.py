@@ -242,7 +242,7 @@ def ffn_summary(r: Readings, s: dict, scale: str, rule: dict, control_rule: dict
             f"{'' if not rule['not_below_at_L'] else ', not at ' + str(rule['not_below_at_L'])}; control "
             f"(the FFN at its initial weights, max gap {control_rule['max_gap']:.2f}) "
             f"{'rejected' if control.rejected else 'NOT rejected'}; training loss "
-            f"{'flat' if converged else 'NOT flat'} after {s['ffn_steps']} steps.")
+            f"{'plateaued' if converged else 'still improving (not converged)'} after {s['ffn_steps']} steps.")
 
 
 def ffn_table(run: dict, fit: dict) -> Table:

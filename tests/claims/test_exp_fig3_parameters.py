@@ -1,6 +1,8 @@
 """exp-fig3-parameters on stand-in runs: the Theorem 1 construction (block-diagonal W_KQ = log π, copying heads at
-offset 0) is a converged run, an untrained model one that is not. The check must pass the first, reject its
-control (the model at its initialisation), never pass the second, and leave a value in its noise band undecided.
+offset 0, a flat held-out curve) is a converged run, an untrained model one still improving, and the construction
+with its selector frozen at another kernel a converged run that cannot represent BMA. The check must pass the
+first, reject its control (the model at its initialisation), never pass the second, fail the third, and leave a
+value in its noise band undecided.
 """
 from __future__ import annotations
 
@@ -8,9 +10,8 @@ import pytest
 
 import bma_verify.model.analysis as analysis_module
 import bma_verify.reports.claims.exp_fig3_parameters as fig3
-from bma_verify.model.training import TrainRun
 from bma_verify.reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, settle
-from tests.trained_stand_ins import patch_runs, stand_in_run
+from tests.trained_stand_ins import patch_runs, stand_in_run, with_curve
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def untrained_fig2():
 def test_fig3_passes_a_converged_run_and_rejects_the_model_at_initialisation(converged_fig2, monkeypatch):
     patch_runs(monkeypatch, {"fig2": converged_fig2})
     outcome = fig3.exp_fig3_parameters(CheckContext(tier="quick", seed=0))
-    assert outcome.converged is True
+    assert outcome.converged["plateaued"] is True
     assert outcome.verdict == "pass", outcome.summary
     assert outcome.control.rejected, outcome.control
     assert settle(outcome) == ("pass", "")
@@ -45,16 +46,23 @@ def test_fig3_whose_control_is_accepted_is_not_discriminating(converged_fig2, mo
 def test_fig3_never_passes_a_run_that_has_not_converged(untrained_fig2, converged_fig2, monkeypatch):
     patch_runs(monkeypatch, {"fig2": untrained_fig2})
     outcome = fig3.exp_fig3_parameters(CheckContext(tier="quick", seed=0))
-    assert outcome.converged is False and settle(outcome)[0] != "pass"
+    assert outcome.converged["plateaued"] is False and settle(outcome)[0] != "pass"
     assert outcome.verdict == "inconclusive" and "not converged" in outcome.reason
-    # the construction's parameters on a run that (by its L_pa) has not converged: even an accept-all rule
-    # cannot make it pass
-    run = converged_fig2["fig2"]
-    stalled = TrainRun(run.model, run.kernel, run.config, run.metrics | {"parent_loss_gap": 0.26})
-    patch_runs(monkeypatch, {"fig2": {"fig2": stalled}})
+    # the construction's parameters on a curve still falling: even an accept-all rule cannot make it pass
+    patch_runs(monkeypatch, {"fig2": {"fig2": with_curve(converged_fig2["fig2"], "falling")}})
     monkeypatch.setattr(fig3, "combine_sides", lambda sides: "pass")
     outcome = fig3.exp_fig3_parameters(CheckContext(tier="quick", seed=0))
-    assert outcome.converged is False and settle(outcome) == ("inconclusive", NOT_CONVERGED)
+    assert outcome.converged["plateaued"] is False and settle(outcome) == ("inconclusive", NOT_CONVERGED)
+
+
+def test_fig3_fails_a_converged_run_that_cannot_represent_bma(monkeypatch):
+    # reference: the construction's shape (block-diagonal W_KQ, copiers at offset 0) with its selector frozen at
+    # another kernel's log π, on a plateaued curve: L_pa far above BMA's, so NOT REPRODUCED
+    run = stand_in_run(L=5, test_L=(1, 2, 5), construction=True, wrong_selector=True)
+    patch_runs(monkeypatch, {"fig2": {"fig2": run}})
+    outcome = fig3.exp_fig3_parameters(CheckContext(tier="quick", seed=0))
+    assert outcome.converged["plateaued"] is True and outcome.verdict == "fail", outcome.summary
+    assert settle(outcome) == ("fail", "")
 
 
 def test_fig3_reads_an_off_block_value_in_its_noise_band_as_inconclusive(converged_fig2, monkeypatch):

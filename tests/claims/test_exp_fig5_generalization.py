@@ -1,6 +1,8 @@
 """exp-fig5-generalization on stand-in runs: Theorem 1 constructions (BMA at their training L, W_tf = log π) and
 untrained models. The check must name its readings, reject its control (an ideal reader of min(L, L') examples,
-for which larger L generalizes better), judge reading R2 on its own runs, and combine the full tier's seeds.
+for which larger L generalizes better), judge reading R2 on its own runs, combine the full tier's seeds, let only
+the end-to-end readings (R1, R2) decide, fail a converged grid that misses them, and say when too few training L
+values cannot decide.
 
 Reference: ``numerics`` BMA on the same contexts, the runs' own ``by_test_L`` rows, hand-made grids.
 """
@@ -20,12 +22,12 @@ TEST_L = (1, 2, 3, 5)
 
 @pytest.fixture(scope="module")
 def fig5_runs():
-    return {f"L{L}": stand_in_run(L=L, H=6, test_L=TEST_L, construction=True) for L in (1, 3)}
+    return {f"L{L}": stand_in_run(L=L, H=6, test_L=TEST_L, construction=True) for L in (1, 2, 3)}
 
 
 @pytest.fixture(scope="module")
 def untrained_runs():
-    return {f"L{L}": stand_in_run(L=L, H=6, test_L=TEST_L, K=L + 1) for L in (1, 3)}
+    return {f"L{L}": stand_in_run(L=L, H=6, test_L=TEST_L, K=L + 1) for L in (1, 2, 3)}
 
 
 def test_fig5_names_its_reading_and_rejects_an_ideal_reader_of_its_training_L(fig5_runs, monkeypatch):
@@ -34,9 +36,9 @@ def test_fig5_names_its_reading_and_rejects_an_ideal_reader_of_its_training_L(fi
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
     assert outcome.assumptions[0].startswith("reading R1:")
     assert "R1" in outcome.summary
-    assert outcome.converged
+    assert outcome.converged["plateaued"] and set(outcome.converged["runs"]) == {"L1", "L2", "L3"}
     assert outcome.control.measured["spearman"]["high"] < 0 and outcome.control.rejected
-    assert set(outcome.measured["test_L_near_bma"]) == {"L1", "L3"}
+    assert set(outcome.measured["test_L_near_bma"]) == {"L1", "L2", "L3"}
     monkeypatch.setattr(fig5, "combine_sides", lambda sides: "pass")
     verdict, reason = settle(fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0)))
     assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
@@ -84,7 +86,8 @@ def test_fig5_reading_r2_is_judged_on_its_own_runs_when_trained(fig5_runs, untra
                     for L in TEST_L] for k, r in untrained_runs.items()}
     assert r2["grid"] == expected and r2["grid"] != outcome.measured["grid"]
     assert r2["own_L_parent_loss_gap"] == {k: r.metrics["parent_loss_gap"] for k, r in untrained_runs.items()}
-    assert not outcome.converged  # untrained R2 runs are not converged, so the claim cannot pass on them
+    # untrained R2 runs are still improving (not converged), so the claim cannot pass on them
+    assert not outcome.converged["plateaued"] and outcome.converged["not_plateaued"] == ["R2-L1", "R2-L2", "R2-L3"]
     _, info = fig5._fig5_one_seed(ctx, trained.trained_runs(ctx, "fig5"))
     assert info["own_L_parent_loss_gap"] == {**{k: r.metrics["parent_loss_gap"] for k, r in fig5_runs.items()},
                                              **{FIG5_R2_PREFIX + k: r.metrics["parent_loss_gap"]
@@ -122,5 +125,43 @@ def test_fig5_full_tier_judges_each_reading_on_every_seed(fig5_runs, untrained_r
     assert by_seed[0]["R3"]["reading"] == alone.measured["readings"]["R3"]
     # R3 is undecided on the constructions (every row at BMA: ρ within noise) and fails on the untrained seed
     assert [s["R3"]["reading"] for s in by_seed] == ["noise", "fail"] and outcome.measured["readings"]["R3"] == "noise"
-    assert alone.converged and not outcome.converged  # the untrained seed is not converged
+    assert alone.converged["plateaued"] and not outcome.converged["plateaued"]  # the untrained seed is not converged
     assert outcome.verdict != "pass" and "training seeds" in outcome.summary
+
+
+def test_only_the_end_to_end_readings_decide():
+    # R3 (the selector on exact copies) is a diagnostic: it never turns an end-to-end failure into a pass or noise
+    assert fig5._decide_readings({"R1": "fail", "R3": "pass"}) == "fail"
+    assert fig5._decide_readings({"R1": "fail", "R3": "noise"}) == "fail"
+    assert fig5._decide_readings({"R1": "fail", "R2": "pass", "R3": "fail"}) == "pass"
+    assert fig5._decide_readings({"R1": "fail", "R2": "noise", "R3": "pass"}) == "noise"
+
+
+def test_fig5_fails_converged_runs_whose_end_to_end_reading_misses(fig5_runs, monkeypatch):
+    # reference: the constructions' R1 grid read by the same rule, with their plateaued curves; a grid on which the
+    # end-to-end reading fails is NOT REPRODUCED whatever R3 reads (here R3 is forced to pass)
+    patch_runs(monkeypatch, {"fig5": fig5_runs})
+    real = fig5._fig5_rule
+    failing = {"near_bma_for_many_L": "fail", "smaller_L_generalizes_better": "fail"}
+    calls = []
+
+    def rule(train_L, L_test, grid):
+        calls.append(grid)
+        out = real(train_L, L_test, grid)
+        # the first call is R1, the second R3 (model.generalization grids), then the control
+        return out | {"sides": failing if len(calls) == 1 else
+                      {"near_bma_for_many_L": "pass", "smaller_L_generalizes_better": "pass"} if len(calls) == 2
+                      else out["sides"]}
+
+    monkeypatch.setattr(fig5, "_fig5_rule", rule)
+    outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
+    assert outcome.measured["readings"] == {"R1": "fail", "R3": "pass"}
+    assert outcome.converged["plateaued"] and outcome.verdict == "fail" and settle(outcome) == ("fail", "")
+    assert "Diagnostic, never decides: R3" in outcome.summary
+
+
+def test_two_training_L_values_cannot_decide(fig5_runs, monkeypatch):
+    # over two training L, Spearman ρ is ±1 whatever the runs do: the check says it cannot decide
+    patch_runs(monkeypatch, {"fig5": {k: fig5_runs[k] for k in ("L1", "L3")}})
+    outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
+    assert outcome.verdict == "inconclusive" and outcome.reason.startswith("cannot decide: 2 training L values")

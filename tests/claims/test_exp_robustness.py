@@ -1,7 +1,8 @@
 """exp-robustness on stand-in runs: the Theorem 1 construction (it is BMA, so it passes fig2's rule) beside an
-untrained standard transformer (near chance, below its control). The check must fail a deciding run no better than
-BMA reading half its examples, report an under-provisioned run as such, leave the copy-initialised diagnostic out of
-the verdict, never pass an unconverged run, and state each run's scale, chance level and objective.
+untrained standard transformer (near chance, below its control) whose held-out curve is flat (a converged run that
+cannot represent BMA). The check must fail a deciding run no better than BMA reading half its examples, fail an
+under-provisioned converged run and name it so, leave the copy-initialised diagnostic out of the verdict, never
+pass a run still improving, and state each run's scale, chance level and objective.
 
 Reference: ``numerics`` BMA on the same contexts, chance accuracy by hand, the values the tests set.
 """
@@ -13,14 +14,13 @@ import numpy as np
 import pytest
 
 import bma_verify.reports.claims.exp_robustness as robustness
-from bma_verify.reports.checks.trained import THRESHOLDS
 from bma_verify.reports.core import CheckContext
-from tests.trained_stand_ins import patch_runs, stand_in_run
+from tests.trained_stand_ins import patch_runs, stand_in_run, with_curve
 
 
-def _robustness_runs(standard_K: int, layer1_init: str = "mimetic") -> dict:
+def _robustness_runs(standard_K: int, layer1_init: str = "mimetic", curve: str = "flat") -> dict:
     return {"construction": stand_in_run(L=5, construction=True),
-            "standard": stand_in_run(L=5, model_kind="standard", K=standard_K, layer1_init=layer1_init)}
+            "standard": stand_in_run(L=5, model_kind="standard", K=standard_K, layer1_init=layer1_init, curve=curve)}
 
 
 def _scaled_runs() -> dict:
@@ -57,15 +57,20 @@ def test_robustness_fails_a_deciding_run_no_better_than_its_control(layer1_init,
         assert outcome.instance["standard"]["config"]["model"] == "standard"
 
 
-def test_robustness_reports_an_under_provisioned_run(monkeypatch):
-    # K = 4 layer-1 heads for L = 5 examples: reported as under-provisioned, inconclusive, never a silent one
+def test_robustness_fails_an_under_provisioned_converged_run_and_names_it(monkeypatch):
+    # K = 4 layer-1 heads for L = 5 examples on a plateaued curve: a converged model that cannot represent BMA, so
+    # NOT REPRODUCED, with under-provisioned named; the same run still improving reads inconclusive
     patch_runs(monkeypatch, {"robustness": _robustness_runs(4)})
     outcome = robustness.exp_robustness(CheckContext(tier="quick", seed=0))
     plain = outcome.measured["standard"]
-    assert plain["under_provisioned"] and plain["verdict"] == "inconclusive"
-    assert outcome.verdict == "inconclusive"
+    assert plain["under_provisioned"] and plain["verdict"] == "fail"
+    assert outcome.verdict == "fail" and outcome.converged["plateaued"]
     assert "under-provisioned" in outcome.reason and "under-provisioned" in outcome.summary
     assert any("K < L" in a or "under-provisioned" in a for a in outcome.assumptions)
+    patch_runs(monkeypatch, {"robustness": _robustness_runs(4, curve="falling")})
+    outcome = robustness.exp_robustness(CheckContext(tier="quick", seed=0))
+    assert outcome.verdict == "inconclusive" and outcome.reason.startswith("standard: not converged")
+    assert outcome.converged["not_plateaued"] == ["standard"]
 
 
 def test_robustness_states_each_runs_scale_and_its_own_chance(monkeypatch):
@@ -100,14 +105,14 @@ def test_robustness_names_a_weighted_objective_with_its_power(monkeypatch):
 
 
 def test_robustness_never_reads_pass_for_a_run_that_has_not_converged(monkeypatch):
-    # the reference report's absolute-PE run once met fig2's rule with L_pa above the converged bound: its reading
-    # must be "not converged", and the claim's reason must name it. Here the construction (BMA itself) is made to
-    # count as unconverged by a bound below zero
-    patch_runs(monkeypatch, {"robustness": {"construction": stand_in_run(L=5, construction=True)}})
-    monkeypatch.setitem(THRESHOLDS["quick"], "converged_parent_gap", -1.0)
+    # a run that meets fig2's rule while its held-out curve still falls: its reading must be "not converged", and
+    # the claim's reason must name it. Here the construction (BMA itself) carries a falling curve
+    falling = with_curve(stand_in_run(L=5, construction=True), "falling")
+    patch_runs(monkeypatch, {"robustness": {"construction": falling}})
     outcome = robustness.exp_robustness(CheckContext(tier="quick", seed=0))
     assert outcome.measured["construction"]["verdict"] == "inconclusive"
-    assert outcome.verdict == "inconclusive" and "not converged" in outcome.reason and not outcome.converged
+    assert outcome.verdict == "inconclusive" and "not converged" in outcome.reason
+    assert not outcome.converged["plateaued"] and outcome.converged["runs"]["construction"]["improvement"] > 0
 
 
 def test_robustness_control_is_rejected_and_a_blind_rule_is_not_discriminating(monkeypatch):

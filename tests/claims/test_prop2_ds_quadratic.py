@@ -119,6 +119,11 @@ def test_trained_models_control_is_rejected_on_a_short_run(tmp_path, monkeypatch
     assert any("by construction" in a for a in out.assumptions) and "by construction" in out.summary
 
 
+#: Planted per-step training losses (250 steps, the quick tier's): flat (a plateau), and still falling.
+FLAT_LOSS = [1.0] * 250
+FALLING_LOSS = [1.0 + 50.0 / (step + 1) for step in range(250)]
+
+
 def _eval(gaps, se=1e-3):
     n = len(gaps)
     return {"L": list(SMALL["fit_L"]), "gap": list(gaps), "gap_se": [se] * n, "parent_loss": [0.5] * n,
@@ -135,11 +140,11 @@ def planted_models(ctx, monkeypatch):
     fit = _curve([0.044, 0.074, 6e-4], [1e-3, 2e-3, 1e-4], [0.044, 0.075, 4.7e-3], [1e-3, 2e-3, 1.5e-3])
     monkeypatch.setattr(prop2, "_fit_curves", lambda c: {"A": A, "bilinear": fit})
     evals = {"bilinear": _eval(fit["gap_eval"]), "key-norm": _eval([0.002] * 3)}
-    history = {"loss": [1.0] * 10, "converged": True}
+    history = {"loss": FLAT_LOSS, "converged": True}
     result = {"A": A.tolist(), "models": {},
               "metrics": {name: {"history": dict(history), "eval": e} for name, e in evals.items()}}
     controls = {"exact-key-norm": _eval([1e-12] * 3)}
-    ffn = {"model": None, "history": {"loss": [1.0] * 10, "converged": True, "seconds": 1.0},
+    ffn = {"model": None, "history": {"loss": list(FLAT_LOSS), "converged": True, "seconds": 1.0},
            "eval": _eval([0.05, 0.09, 0.13]), "init_eval": _eval([1.5, 2.0, 2.5])}
     monkeypatch.setattr(prop2, "_trained", lambda c: result)
     monkeypatch.setattr(prop2, "_control_models", lambda c: controls)
@@ -153,7 +158,8 @@ def test_trained_models_rule_on_planted_evaluations(ctx, planted_models):
     # key-norm within 0.02 everywhere: pass, with the control (BMA, bilinear) rejected.
     out = prop2.prop2_trained_models(ctx)
     assert settle(out) == ("pass", ""), out.summary
-    assert out.converged is True and out.control.rejected
+    assert out.converged["plateaued"] is True and out.control.rejected
+    assert set(out.converged["runs"]) == {"bilinear", "key-norm"}
     assert not out.measured["ffn_closes_gap"]  # judged apart, not deciding
 
 
@@ -169,13 +175,12 @@ def test_trained_models_control_accepted_reads_not_discriminating(ctx, planted_m
 
 
 def test_trained_models_unconverged_run_is_not_a_pass_or_a_fail(ctx, planted_models):
-    # The bilinear model 0.05 nats above its family's optimum at L' = 3 has not converged (criterion: within
-    # 0.01 + 3 + 3 SE): a pass reads 'not converged', a miss reads inconclusive instead of fail.
+    # The bilinear run's loss still falls over its last 20% of steps: not converged, so a pass reads 'not
+    # converged' and a miss reads inconclusive instead of fail.
     result, _, _ = planted_models
-    bil = result["metrics"]["bilinear"]["eval"]
-    bil["gap"][1] += 0.05
+    result["metrics"]["bilinear"]["history"]["loss"] = FALLING_LOSS
     out = prop2.prop2_trained_models(ctx)
-    assert out.converged is False
+    assert out.converged["plateaued"] is False and out.converged["not_plateaued"] == ["bilinear"]
     assert settle(out) == ("inconclusive", NOT_CONVERGED)
     result["metrics"]["key-norm"]["eval"]["gap"] = [0.05] * 3  # and the key-norm model misses
     out = prop2.prop2_trained_models(ctx)
@@ -186,7 +191,8 @@ def test_trained_models_fail_when_the_key_norm_model_does_not_close_on_a_converg
     result, _, _ = planted_models
     result["metrics"]["key-norm"]["eval"]["gap"] = [0.03, 0.05, 0.001]  # misses at L' = 1 and 3
     out = prop2.prop2_trained_models(ctx)
-    assert out.converged is True and out.verdict == "fail" and out.instance is not None
+    assert out.converged["plateaued"] is True and out.verdict == "fail" and out.instance is not None
+    assert settle(out) == ("fail", "")
 
 
 @pytest.mark.slow
@@ -260,6 +266,6 @@ def test_ffn_check_miss_is_refuted_when_converged_and_open_when_not(ctx, planted
     out = prop2.prop2_ffn_closes_gap(ctx)
     assert out.verdict == "fail" and out.findings[0].status == "refuted" and out.instance is not None
     assert out.summary.startswith("not reproduced")
-    ffn["history"]["converged"] = False
+    ffn["history"]["loss"] = FALLING_LOSS
     out = prop2.prop2_ffn_closes_gap(ctx)
     assert out.verdict == "inconclusive" and "not converged" in out.reason and out.findings[0].status == "open"

@@ -53,7 +53,7 @@ def test_copier_weights_match_the_model_class():
             assert attention[head, g].max() == pytest.approx(weight(beta, L, H, g), abs=1e-12)
 
 
-@pytest.mark.parametrize("check", ["exact_check", "model_check"])
+@pytest.mark.parametrize("check", ["exact_check", "rate_check", "model_check"])
 def test_check_passes_and_rejects_its_control(check, tmp_path):
     # reference: numerics.parent_posterior / bma_predictive; the control is a planted wrong construction
     outcome = getattr(claim, check)(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
@@ -67,9 +67,11 @@ def test_controls_are_far_from_the_threshold():
     # the planted selectors are O(1) wrong, against a 1e-6 tolerance: the rule rejects them by a wide margin
     ctx = CheckContext(tier="quick", seed=0)
     assert claim.model_check(ctx).control.measured["max_attention_l1_error"] > 0.1
-    curves = claim.exact_check(ctx)
-    assert curves.measured["fitted_rate"] == pytest.approx(1.0, abs=1e-3)  # theory: e^{−β}
-    assert min(curves.measured["fitted_beta"]) >= 8 and curves.measured["attention_error"][-1] < 1e-10
+    assert claim.exact_check(ctx).measured["attention_error"][-1] < 1e-10
+    rate = claim.rate_check(ctx)
+    assert rate.measured["fitted_rate"] == pytest.approx(1.0, abs=1e-3)  # theory: e^{−β}
+    assert min(rate.measured["fitted_beta"]) >= 8
+    assert rate.control.measured["fitted_rate"] == pytest.approx(0.5, abs=1e-3)  # β halved: e^{−β/2}
 
 
 def test_model_check_whose_planted_row_shift_shifts_nothing_is_not_discriminating(monkeypatch):
@@ -80,6 +82,21 @@ def test_model_check_whose_planted_row_shift_shifts_nothing_is_not_discriminatin
 def test_exact_check_with_a_rule_accepting_all_is_not_discriminating(monkeypatch):
     monkeypatch.setattr(claim, "_decide_curves", lambda *a: {"beta": True, "L": True})
     _not_discriminating(claim.exact_check(CheckContext(tier="quick", seed=0)))
+
+
+def test_the_rate_reads_stronger_and_the_limits_decide():
+    # the paper states the limits (β → ∞ with "≈", L → ∞); the exponential rate is our reading
+    readings = {check.run.__name__: check.reading for check in claim.CLAIM.checks}
+    assert readings == {"symbolic_check": "as-stated", "exact_check": "as-stated", "rate_check": "stronger",
+                        "model_check": "as-stated"}
+
+
+def test_exact_check_does_not_decide_on_the_rate(monkeypatch, tmp_path):
+    # a wrong rate alone (RATE_TOL at 0) leaves the limit check passing and makes the rate check fail
+    monkeypatch.setattr(claim, "RATE_TOL", 0.0)
+    ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path)
+    assert claim.exact_check(ctx).verdict == "pass"
+    assert claim.rate_check(ctx).verdict == "fail"
 
 
 def _transposed_construction(kernel, L, beta, output="mixture", **kw):

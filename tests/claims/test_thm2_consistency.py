@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import sympy as sp
 
 import bma_verify.reports.claims.thm2_consistency as claim
-from bma_verify.model.training import TrainRun
 from bma_verify.numerics.consistency_rates import hoeffding_bound
 from bma_verify.reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, settle
 from bma_verify.theory.consistency import EPS, GAP, L_SYM
-from tests.trained_stand_ins import patch_runs, stand_in_run
+from tests.trained_stand_ins import patch_runs, stand_in_run, with_curve
 
 
 def test_planted_wrong_bound_makes_the_symbolic_check_fail_with_instance(monkeypatch):
@@ -52,6 +52,54 @@ def test_monte_carlo_check_whose_x4_bound_is_the_real_one_is_not_discriminating(
     assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
 
 
+def test_rate_checks_read_stronger_and_the_limit_decides():
+    # the paper states the limit (L → ∞); the Hoeffding rate is our reconstruction
+    readings = {check.run.__name__: check.reading for check in claim.CLAIM.checks}
+    assert readings == {"limit_check": "as-stated", "symbolic_check": "stronger", "monte_carlo_check": "stronger",
+                        "model_check": "reproduction"}
+
+
+def test_limit_rule_passes_a_vanishing_error_and_rejects_a_floor_and_a_rise():
+    L = [1, 2, 4, 8, 16]
+    falling = np.array([0.9, 0.6, 0.4, 0.2, 0.05])
+    assert claim._decide_limit(L, falling - 0.01, falling + 0.01) == "pass"
+    floor = claim._capped(falling, L)  # a posterior that stops reading at L = 4
+    assert claim._decide_limit(L, floor - 0.01, floor + 0.01) == "inconclusive"
+    rising = falling[::-1]
+    assert claim._decide_limit(L, rising - 0.01, rising + 0.01) == "fail"
+
+
+def test_limit_check_passes_and_rejects_its_capped_reader():
+    outcome = claim.limit_check(CheckContext(tier="quick", seed=0))
+    assert settle(outcome) == ("pass", ""), outcome.summary
+    assert all(c["verdict"] != "pass" for c in outcome.control.measured.values())
+
+
+@pytest.mark.slow
+def test_monte_carlo_power_curve_shows_what_the_rule_can_reject(tmp_path):
+    # planted exponent factors: ×1.5 and ×2 pass (they are true bounds on the flip grid: the exact P(S_L ≤ 0)
+    # first exceeds the ×2.25 bound), ×3 and ×4 are rejected; the check says it cannot reject ×2
+    outcome = claim.monte_carlo_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    power = outcome.control.measured["power"]
+    assert power["outcomes"] == {"x1.5": "pass", "x2": "pass", "x2.5": "inconclusive", "x3": "fail", "x4": "fail"}
+    assert power["smallest_factor_rejected"] == 3.0 and power["factor_2"] == "inconclusive"
+    floor = outcome.control.measured["flip"]["smallest_false_factor_exact"]
+    assert 2.0 < floor["factor"] < 2.5 and floor["L"] == 24
+    assert "cannot reject a ×2 exponent" in outcome.summary
+
+
+def test_smallest_false_factor_matches_the_exact_two_point_law():
+    # flip kernel ε = 0.1, pair (h, h') = (3, 2), pa = 1, siblings: Z = 0 w.p. 0.1, ±log 9 w.p. 0.9·(0.9, 0.1);
+    # at L = 1, P(Z ≤ 0) = 0.1 + 0.09 = 0.19 and the factor is −log 0.19 / (Δ²/(2 log² 10))
+    kernel = np.array([[0.1, 0.9], [0.9, 0.1]])
+    parents = np.array([-1, 0, 1, 1])
+    gap = 0.9 * 0.8 * np.log(9)
+    out = {"pairs": [(3, 2)], "gap": np.array([gap]), "eps": 0.1}
+    floor = claim._smallest_false_factor(kernel, parents, [1], out)
+    assert floor["exact_rate"] == pytest.approx(0.19)
+    assert floor["factor"] == pytest.approx(-np.log(0.19) / (gap**2 / (2 * np.log(10) ** 2)))
+
+
 @pytest.fixture(scope="module")
 def converged_fig2():
     return {"fig2": stand_in_run(L=5, test_L=(1, 2, 5), construction=True)}
@@ -67,7 +115,7 @@ def test_model_check_passes_a_converged_run_and_rejects_its_control(converged_fi
     # rejected by the same rule
     patch_runs(monkeypatch, {"fig2": converged_fig2})
     outcome = claim.model_check(CheckContext(tier="quick", seed=0))
-    assert outcome.converged is True
+    assert outcome.converged["plateaued"] is True
     assert outcome.verdict == "pass", outcome.summary
     assert outcome.control.rejected, outcome.control
     assert settle(outcome) == ("pass", "")
@@ -84,16 +132,23 @@ def test_model_check_whose_control_is_accepted_is_not_discriminating(converged_f
 
 
 def test_a_run_that_has_not_converged_never_passes(untrained_fig2, converged_fig2, monkeypatch):
-    # an untrained model: L_pa far above BMA's
+    # an untrained model whose held-out curve still falls: L_pa far above BMA's, but still improving
     patch_runs(monkeypatch, {"fig2": untrained_fig2})
     outcome = claim.model_check(CheckContext(tier="quick", seed=0))
-    assert outcome.converged is False and settle(outcome)[0] != "pass"
+    assert outcome.converged["plateaued"] is False and settle(outcome)[0] != "pass"
     assert outcome.verdict == "inconclusive" and "not converged" in outcome.reason
-    # the construction's parameters, but a run that (by its L_pa) has not converged: even a rule that accepts
-    # everything cannot make it pass
-    run = converged_fig2["fig2"]
-    stalled = TrainRun(run.model, run.kernel, run.config, run.metrics | {"parent_loss_gap": 0.26})
-    patch_runs(monkeypatch, {"fig2": {"fig2": stalled}})
+    # the construction's parameters on a curve still falling: even a rule that accepts everything cannot pass it
+    patch_runs(monkeypatch, {"fig2": {"fig2": with_curve(converged_fig2["fig2"], "falling")}})
     monkeypatch.setattr(claim, "combine_sides", lambda sides: "pass")
     outcome = claim.model_check(CheckContext(tier="quick", seed=0))
-    assert outcome.converged is False and settle(outcome) == ("inconclusive", NOT_CONVERGED)
+    assert outcome.converged["plateaued"] is False and settle(outcome) == ("inconclusive", NOT_CONVERGED)
+
+
+def test_model_check_fails_a_converged_run_that_cannot_represent_bma(monkeypatch):
+    # reference: a selector frozen at another kernel's log π on a plateaued curve: its parent accuracy falls
+    # short of BMA's and its L_pa is far above BMA's, so the reproduction reads NOT REPRODUCED
+    run = stand_in_run(L=5, test_L=(1, 2, 5), construction=True, wrong_selector=True)
+    patch_runs(monkeypatch, {"fig2": {"fig2": run}})
+    outcome = claim.model_check(CheckContext(tier="quick", seed=0))
+    assert outcome.converged["plateaued"] is True and outcome.verdict == "fail", outcome.summary
+    assert settle(outcome) == ("fail", "")

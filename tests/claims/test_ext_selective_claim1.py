@@ -1,0 +1,34 @@
+"""The checks of ``ext-selective-claim1`` (D'Angelo et al.'s Claim 1): their rules, their control (a kernel whose
+rows all equal μ, gap exactly 0) and planted failures."""
+import numpy as np
+
+import bma_verify.reports.claims.ext_selective_claim1 as C
+from bma_verify.reports.core import CheckContext, settle
+
+
+def test_exact_check_passes_and_rejects_the_rows_equal_to_mu():
+    out = C.claim1_exact(CheckContext(tier="quick", seed=0))
+    assert settle(out) == ("pass", "")
+    assert out.measured["min_gap"] > 0.01 and out.measured["formula_error"] < 1e-12
+    assert out.control.rejected and out.control.measured["max_min_gap"] == 0.0
+
+
+def test_exact_rule_fails_a_wrong_closed_form():
+    assert C.decide_exact(0.5, 1e-3) == "fail" and C.decide_exact(0.0, 0.0) == "fail"
+    assert C.decide_exact(0.5, 1e-14) == "pass"
+
+
+def test_monte_carlo_check_passes_at_their_sizes_and_rejects_the_control(monkeypatch):
+    monkeypatch.setitem(C.MC_SIZES, "quick", {**C.MC_SIZES["quick"], "T": 200, "per_lag": 5})
+    out = C.claim1_monte_carlo(CheckContext(tier="quick", seed=1))
+    assert settle(out) == ("pass", "")
+    assert len(out.measured["lags"]) == 12 and max(out.measured["lags"]) <= 30
+    assert out.control.rejected and out.control.measured["min_lower"] == 0.0
+
+
+def test_monte_carlo_rule_on_planted_gaps():
+    exact = np.array([[0.0, 5.0], [5.0, 0.0]])
+    assert C.decide_monte_carlo({"mean": exact, "se": np.ones((2, 2)), "exact": exact})["verdict"] == "pass"
+    straddles = {"mean": np.array([[0.0, 2.0], [5.0, 0.0]]), "se": np.ones((2, 2)), "exact": exact}
+    decided = C.decide_monte_carlo(straddles)
+    assert decided["verdict"] == "fail" and decided["max_abs_z"] == 3.0
