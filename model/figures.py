@@ -197,6 +197,7 @@ def standard_heads_figure(summary: dict, path, title: str = "") -> str:
     image = b.imshow(pos, aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0)
     b.set_xticks(range(0, 2 * H - 1, 2), [str(o) for o in range(-(H - 1), H, 2)])
     b.set_xlabel("position offset h − h' (0: the same position)")
+    b.set_ylabel("layer-1 head")
     b.set_yticks(range(K))
     fig.colorbar(image, ax=b, label="mean attention mass")
     covered = summary["covered"]

@@ -4,6 +4,10 @@ Rendering reads only the results: the builder decides verdicts, this module lays
 (:func:`verdict_label`, :func:`check_label`, :func:`finding_line`, :func:`summary_counts`) are shared with
 ``bma-verify check``'s printed table.
 
+Prose math is written readably (:mod:`reports.render_math`: Unicode in REPORT.md, sub- and superscripts and
+MathML that wraps in report.html); controls, power curves and seeds read as sentences and small tables
+(:mod:`reports.render_evidence`).
+
 Findings are never shown as failures: a claim of ours (``owner`` "ours") that fails has the verdict ``refuted``,
 shown ``REFUTED (ours)`` and counted apart from the fails; a ``stronger`` check shows its finding (holds, refuted,
 open) in place of its verdict, so a refuted sharper reading inside a passing claim reads "refuted", never a red
@@ -17,10 +21,12 @@ import io
 import json
 from pathlib import Path
 
-from latex2mathml.converter import convert
 from PIL import Image
 
 from bma_verify.reports.core import REFUTED, finding_status, verdict_counts
+from bma_verify.reports.render_evidence import (control_sentence, power_line, power_table, seeds_line,
+                                                seeds_table)
+from bma_verify.reports.render_math import latex_to_mathml, prose_html, prose_markdown
 
 VERDICT_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "error": "ERROR",
                 REFUTED: "REFUTED (ours)"}
@@ -53,12 +59,16 @@ _HTML_INTRO = (
     "control in the same run; one whose control is not rejected, or whose trained run has not converged, "
     "cannot pass. Losses and information are in nats.</p>")
 
-_CSS = """body{font-family:system-ui,sans-serif;max-width:64em;margin:2em auto;line-height:1.45;color:#222}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}
+#: The page takes the window's width (no max-width); long lines, wide formulas and tables wrap instead of scrolling.
+_CSS = """body{font-family:system-ui,sans-serif;margin:1.5em 2.5%;line-height:1.45;color:#222}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;
+overflow-wrap:anywhere}
 .pass{color:#176f2c;font-weight:bold}.fail{color:#b00020;font-weight:bold}.inconclusive{color:#a66b00;font-weight:bold}
-.error{color:#6a1b9a;font-weight:bold}pre{background:#f6f6f6;padding:.5em;overflow-x:auto}img{max-width:100%}
-.refuted{color:#1f4e96;font-weight:bold}
-math[display=block]{margin:.4em 0;overflow-x:auto;max-width:100%}nav ol{columns:2}
+.error{color:#6a1b9a;font-weight:bold}.refuted{color:#1f4e96;font-weight:bold}
+pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap;overflow-wrap:anywhere}img{max-width:100%;height:auto}
+math[display=block]{margin:.4em 0;max-width:100%;overflow-x:auto}nav ol{columns:16em}
+.formula{display:flex;flex-wrap:wrap;align-items:baseline;gap:.2em .7em;margin:.4em 0 .4em 1.5em}
+.formula math[display=block]{margin:0}
 figure{margin:.6em 0}figcaption{font-size:.85em;color:#555}"""
 
 
@@ -156,11 +166,18 @@ def _check_verdict_text(check: dict, owner: str) -> str:
     return text
 
 
-def _control_text(control: dict | None) -> str:
-    if control is None:
-        return "none (so this check cannot pass)"
-    return (f"{control['description']}: measured {_fmt(control['measured'])}; "
-            f"{'rejected' if control['rejected'] else 'NOT rejected (the check does not discriminate)'}")
+def _runs_and_control(check: dict) -> list[tuple[str, tuple | None]]:
+    """(sentence, table or None) for the seeds (a trained check), the negative control and its power curve."""
+    parts = []
+    if check.get("seeds"):
+        table = seeds_table(check["seeds"])
+        parts.append((f"Seeds: {seeds_line(check['seeds'])}.", table if table[1] else None))
+    parts.append((f"Negative control: {control_sentence(check['control'])}", None))
+    power = (check["control"] or {}).get("power")
+    if power:
+        parts.append((f"Power of the rule, as the control moves towards the truth: {power_line(power)}.",
+                      power_table(power)))
+    return parts
 
 
 # ------------------------------------------------------------------------------------------------- REPORT.md
@@ -181,43 +198,52 @@ def _markdown_header(results: dict) -> list[str]:
 
 
 def _markdown_summary_rows(claims: list[dict]) -> list[str]:
+    md = prose_markdown
     lines = []
     for claim in claims:
         checks = ", ".join(f"{c['kind']} ({c['reading']}): {check_label(c, _owner(claim))}"
                            for c in claim["checks"]) or "none"
-        findings = "<br>".join(finding_line(f) for f in claim["findings"]) or "—"
+        findings = "<br>".join(md(finding_line(f)) for f in claim["findings"]) or "—"
         if _starts_beyond(claims, claim):
             lines.append(f"| **{BEYOND_TITLE}** | | | | |")
-        lines.append(f"| [`{claim['id']}`](#{claim['id']}) | {verdict_label(claim)} | {findings} | "
+        lines.append(f"| [`{claim['id']}`](#{claim['id']}) | {md(verdict_label(claim))} | {findings} | "
                      f"{control_counts(claim)} | {checks} |")
     return lines
 
 
 def _markdown_evidence(check: dict) -> list[str]:
-    """A check's control, assumptions, threshold, derivation, measured values, tables, figures and instance."""
-    lines = ["", f"Negative control: {_control_text(check['control'])}"]
+    """A check's seeds, control (with its power curve), assumptions, threshold, derivation, measured values,
+    tables, figures and instance."""
+    md = prose_markdown
+    lines = []
+    for sentence, table in _runs_and_control(check):
+        lines += ["", md(sentence)] + (_markdown_table(*table) if table else [])
     if check["assumptions"]:
-        lines += ["", "Assumptions (choices the paper leaves open): " + "; ".join(check["assumptions"])]
+        lines += ["", md("Assumptions (choices the paper leaves open): " + "; ".join(check["assumptions"]))]
     if check["threshold"] is not None:
-        lines += ["", f"Threshold: {_fmt(check['threshold'])}"]
+        lines += ["", md(f"Threshold: {_fmt(check['threshold'])}")]
     if check["derivation"]:
         lines += ["", "Derivation:"]
         for caption, latex in check["derivation"]:
-            lines += ["", f"- {caption}", "", "  $$", f"  {latex}", "  $$"]
+            lines += ["", f"- {md(caption)}", "", "  $$", f"  {latex}", "  $$"]
     measured = _flatten(check["measured"])
     if measured:
         lines += ["", "| measured | value |", "|---|---|"]
         lines += [f"| {k} | {_fmt(v)} |" for k, v in measured]
     for table in check["tables"]:
-        lines += ["", f"**{table['title']}**", "", "| " + " | ".join(table["columns"]) + " |",
-                  "|" + "---|" * len(table["columns"])]
-        lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in table["rows"]]
+        lines += ["", f"**{md(table['title'])}**"] + _markdown_table(table["columns"], table["rows"])
     for fig in check["figures"]:
         lines += ["", f"![{fig}](figures/{fig})"]
     if check["instance"] is not None:
         lines += ["", "Instance (re-check with `bma-verify check --instance FILE`):", "", "```json",
                   json.dumps(check["instance"], indent=1), "```"]
     return lines
+
+
+def _markdown_table(columns: list, rows: list) -> list[str]:
+    md = prose_markdown
+    return (["", "| " + " | ".join(md(str(c)) for c in columns) + " |", "|" + "---|" * len(columns)]
+            + ["| " + " | ".join(md(_fmt(v)) for v in row) + " |" for row in rows])
 
 
 def _owner(claim: dict) -> str:
@@ -230,17 +256,18 @@ def _is_finding(check: dict) -> bool:
 
 
 def _markdown_claim(claim: dict) -> list[str]:
-    lines = ["", f"## {claim['id']}", "", f"**Verdict: {verdict_label(claim)}**", "",
-             f"*Paper:* {claim['paper']}", "", f"*Statement checked:* {claim['statement']}"]
+    md = prose_markdown
+    lines = ["", f"## {claim['id']}", "", f"**Verdict: {md(verdict_label(claim))}**", "",
+             f"*Paper:* {md(claim['paper'])}", "", f"*Statement checked:* {md(claim['statement'])}"]
     if claim["findings"]:
         lines += ["", "Findings (statements of ours, not the paper's):", ""]
-        lines += [f"- **{f['status']}**: {f['statement']}" + (f" — {f['evidence']}" if f["evidence"] else "")
+        lines += [f"- **{f['status']}**: {md(f['statement'])}" + (f" — {md(f['evidence'])}" if f["evidence"] else "")
                   for f in claim["findings"]]
     for check in claim["checks"]:
         word = "Finding" if _is_finding(check) else "Verdict"
-        lines += ["", f"### {check['kind']} ({check['reading']}) — {check['description']}", "",
-                  f"{word} **{_check_verdict_text(check, _owner(claim))}** in {check['seconds']:.2f} s. "
-                  f"{check['summary']}"]
+        lines += ["", f"### {check['kind']} ({check['reading']}) — {md(check['description'])}", "",
+                  f"{word} **{md(_check_verdict_text(check, _owner(claim)))}** in {check['seconds']:.2f} s. "
+                  f"{md(check['summary'])}"]
         if not check.get("cites"):  # a citing check's evidence is shown where it ran
             lines += _markdown_evidence(check)
     return lines
@@ -257,19 +284,6 @@ def render_markdown(results: dict) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- report.html
-
-def latex_to_mathml(latex: str) -> str:
-    """MathML for a LaTeX formula (converted at build time: browsers render it natively, offline).
-
-    A formula the converter cannot read is shown as escaped source in ``<pre class='raw-latex'>`` rather than
-    dropped, so a reader always sees it.
-    """
-    try:
-        mathml = convert(latex, display="block")
-    except Exception:  # noqa: BLE001 - a formula the converter does not know stays readable as source
-        return f"<pre class='raw-latex'>{html.escape(latex)}</pre>"
-    return mathml.replace(' xmlns="http://www.w3.org/1998/Math/MathML"', "")
-
 
 def display_png(path) -> bytes:
     """The copy of a figure embedded in report.html: the PNG reduced to 256 colours (median cut, no dithering).
@@ -289,14 +303,18 @@ def _embedded_image(figures_dir, name: str) -> str:
     file."""
     e = html.escape
     path = None if figures_dir is None else Path(figures_dir) / name
+    size = ""
     if path is not None and path.exists():
         data = base64.b64encode(display_png(path)).decode("ascii")
         source = f"data:image/png;base64,{data}"
+        with Image.open(path) as image:  # an explicit size: the layout is final before the image decodes, so a
+            size = f" width='{image.width}' height='{image.height}'"  # page opened at an #anchor stays put
     else:  # rendering from results alone (no figure files at hand): point at the report's figures/ folder
         source = f"figures/{e(name)}"
     vector = Path(name).with_suffix(".svg").name
-    return (f"<figure><img src='{source}' alt='{e(name)}'><figcaption>figures/{e(name)} (vector copy: "
-            f"figures/{e(vector)})</figcaption></figure>")
+    return (f"<figure id='{_anchor('figure', Path(name).stem)}'><img src='{source}' alt='{e(name)}'{size} "
+            f"loading='eager' decoding='sync'><figcaption>"
+            f"figures/{e(name)} (vector copy: figures/{e(vector)})</figcaption></figure>")
 
 
 def _anchor(*parts) -> str:
@@ -306,7 +324,8 @@ def _anchor(*parts) -> str:
 def _html_header(results: dict) -> list[str]:
     e = html.escape
     env = results["environment"]
-    return ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>bma-verify report</title>",
+    return ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'><title>bma-verify report</title>",
             f"<style>{_CSS}</style></head><body>", "<h1>bma-verify verification report</h1>",
             f"<p>Tier <b>{e(results['tier'])}</b>, seed {results['seed']}, package {e(results['package_version'])}, "
             f"started {e(results['started'])}, {results['seconds']:.1f} s. Python {e(env['python'])}, NumPy "
@@ -321,41 +340,40 @@ def _html_header(results: dict) -> list[str]:
 
 
 def _html_summary_rows(claims: list[dict]) -> list[str]:
-    e = html.escape
+    e, h = html.escape, prose_html
     parts = []
     for claim in claims:
         checks = "<br>".join(
             f"<a href='#{_anchor(claim['id'], i, c['kind'])}'>{e(c['kind'])}</a> ({e(c['reading'])}): "
             f"<span class='{_css_class(check_label(c, _owner(claim)))}'>{e(check_label(c, _owner(claim)))}</span>"
             for i, c in enumerate(claim["checks"])) or "none"
-        findings = "<br>".join(e(finding_line(f)) for f in claim["findings"]) or "—"
+        findings = "<br>".join(h(finding_line(f)) for f in claim["findings"]) or "—"
         if _starts_beyond(claims, claim):
             parts.append(f"<tr><th colspan='5'><a href='#beyond'>{e(BEYOND_TITLE)}</a></th></tr>")
         parts.append(f"<tr><td><a href='#{_anchor(claim['id'])}'>{e(claim['id'])}</a></td>"
-                     f"<td class='{claim['verdict']}'>{e(verdict_label(claim))}</td><td>{findings}</td>"
+                     f"<td class='{claim['verdict']}'>{h(verdict_label(claim))}</td><td>{findings}</td>"
                      f"<td>{e(control_counts(claim))}</td><td>{checks}</td></tr>")
     return parts
 
 
 def _html_evidence(check: dict, figures_dir) -> list[str]:
     """The HTML twin of :func:`_markdown_evidence` (formulas as MathML, figures embedded)."""
-    e = html.escape
-    parts = [f"<p>Negative control: {e(_control_text(check['control']))}</p>"]
+    e, h = html.escape, prose_html
+    parts = []
+    for sentence, table in _runs_and_control(check):
+        parts.append(f"<p>{h(sentence)}</p>" + (_html_table(*table) if table else ""))
     if check["assumptions"]:
-        parts.append(f"<p>Assumptions (choices the paper leaves open): {e('; '.join(check['assumptions']))}</p>")
+        parts.append(f"<p>Assumptions (choices the paper leaves open): {h('; '.join(check['assumptions']))}</p>")
     if check["threshold"] is not None:
-        parts.append(f"<p>Threshold: {e(_fmt(check['threshold']))}</p>")
+        parts.append(f"<p>Threshold: {h(_fmt(check['threshold']))}</p>")
     for caption, latex in check["derivation"]:
-        parts.append(f"<p>{e(caption)}</p>{latex_to_mathml(latex)}")
+        parts.append(f"<p>{h(caption)}</p>{latex_to_mathml(latex)}")
     measured = _flatten(check["measured"])
     if measured:
         parts.append("<table><tr><th>measured</th><th>value</th></tr>" + "".join(
             f"<tr><td>{e(k)}</td><td>{e(_fmt(v))}</td></tr>" for k, v in measured) + "</table>")
     for table in check["tables"]:
-        parts.append(f"<p><b>{e(table['title'])}</b></p><table><tr>" +
-                     "".join(f"<th>{e(c)}</th>" for c in table["columns"]) + "</tr>" +
-                     "".join("<tr>" + "".join(f"<td>{e(_fmt(v))}</td>" for v in row) + "</tr>"
-                             for row in table["rows"]) + "</table>")
+        parts.append(f"<p><b>{h(table['title'])}</b></p>" + _html_table(table["columns"], table["rows"]))
     for fig in check["figures"]:
         parts.append(_embedded_image(figures_dir, fig))
     if check["instance"] is not None:
@@ -364,23 +382,29 @@ def _html_evidence(check: dict, figures_dir) -> list[str]:
     return parts
 
 
+def _html_table(columns: list, rows: list) -> str:
+    h = prose_html
+    return ("<table><tr>" + "".join(f"<th>{h(str(c))}</th>" for c in columns) + "</tr>" +
+            "".join("<tr>" + "".join(f"<td>{h(_fmt(v))}</td>" for v in row) + "</tr>" for row in rows) + "</table>")
+
+
 def _html_claim(claim: dict, figures_dir) -> list[str]:
-    e = html.escape
+    e, h = html.escape, prose_html
     parts = [f"<h2 id='{_anchor(claim['id'])}'>{e(claim['id'])} — <span class='{claim['verdict']}'>"
-             f"{e(verdict_label(claim))}</span></h2>", f"<p><i>Paper:</i> {e(claim['paper'])}</p>",
-             f"<p><i>Statement checked:</i> {e(claim['statement'])}</p>"]
+             f"{h(verdict_label(claim))}</span></h2>", f"<p><i>Paper:</i> {h(claim['paper'])}</p>",
+             f"<p><i>Statement checked:</i> {h(claim['statement'])}</p>"]
     if claim["findings"]:
         parts.append("<p>Findings (statements of ours, not the paper's):</p><ul>" + "".join(
-            f"<li><b>{e(f['status'])}</b>: {e(f['statement'])}" + (f" — {e(f['evidence'])}" if f["evidence"]
+            f"<li><b>{e(f['status'])}</b>: {h(f['statement'])}" + (f" — {h(f['evidence'])}" if f["evidence"]
                                                                      else "") + "</li>"
             for f in claim["findings"]) + "</ul>")
     for i, check in enumerate(claim["checks"]):
         parts += [f"<h3 id='{_anchor(claim['id'], i, check['kind'])}'>{e(check['kind'])} ({e(check['reading'])})"
-                  f" — {e(check['description'])}</h3>",
+                  f" — {h(check['description'])}</h3>",
                   f"<p>{'Finding ' if _is_finding(check) else ''}"
                   f"<span class='{_css_class(check_label(check, _owner(claim)))}'>"
-                  f"{e(_check_verdict_text(check, _owner(claim)))}</span> in "
-                  f"{check['seconds']:.2f} s. {e(check['summary'])}</p>"]
+                  f"{h(_check_verdict_text(check, _owner(claim)))}</span> in "
+                  f"{check['seconds']:.2f} s. {h(check['summary'])}</p>"]
         if not check.get("cites"):  # a citing check's evidence is shown where it ran
             parts += _html_evidence(check, figures_dir)
     return parts
@@ -393,7 +417,7 @@ def render_html(results: dict, figures_dir=None) -> str:
     for claim in results["claims"]:
         if _starts_beyond(results["claims"], claim):
             parts += [f"<h1 id='beyond'>{html.escape(BEYOND_TITLE)}</h1>",
-                      "<p>" + html.escape(BEYOND_TEXT).replace("`", "") + "</p>"]
+                      "<p>" + prose_html(BEYOND_TEXT).replace("`", "") + "</p>"]
         parts += _html_claim(claim, figures_dir)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

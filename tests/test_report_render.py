@@ -1,15 +1,19 @@
 """Rendering a report: REPORT.md and the self-contained report.html (figures embedded, math as MathML)."""
 import base64
+import html
 import io
 import json
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from latex2mathml.converter import convert
 from PIL import Image
 
 import bma_verify.reports.builder as builder
-from bma_verify.reports import browser_check, render
+from bma_verify.reports import browser_check, render, render_math
+from bma_verify.reports import render_evidence as evidence
 from bma_verify.reports.regression import REFERENCE_DIR
 from bma_verify.reports.core import CheckContext
 from bma_verify.reports.registry import Check, Claim
@@ -83,13 +87,18 @@ def test_report_html_renders_in_a_headless_browser(registry, tmp_path):
     out = builder.build_report("quick", tmp_path / "rep", claims=["good"])
     seen = browser_check.inspect(out / "report.html")
     assert seen["images"] == 1 and seen["formulas"] == 1 and not browser_check.problems(seen), seen
-    # negative control: raw LaTeX and an image that cannot load must both be reported
+    assert seen["window_width"] == browser_check.WINDOW[0]
     page = (out / "report.html").read_text()
+    at_anchor = browser_check.inspect(out / "report.html", anchor=browser_check.figure_anchor(page))
+    assert at_anchor["anchor"] and not browser_check.problems(at_anchor), at_anchor
+    # negative control: raw LaTeX, an image that cannot load and a page capped at 64em must all be reported
     bad = tmp_path / "bad.html"
     bad.write_text(page.replace("<math", "<p>\\frac{a}{b}</p><math").replace("data:image/png;base64,",
-                                                                            "data:image/png;base64,AAAA"))
+                                                                            "data:image/png;base64,AAAA")
+                   .replace("body{", "body{max-width:64em;", 1))
     found = browser_check.problems(browser_check.inspect(bad))
     assert any("raw LaTeX" in f for f in found) and any("did not load" in f for f in found), found
+    assert any("of a 1400 px window" in f for f in found), found
 
 
 def test_embedded_figures_keep_their_size_and_colours_closely(tmp_path):
@@ -117,3 +126,179 @@ def test_reference_html_stands_alone_under_2_mib():
     page = REFERENCE_DIR / "report.html"
     assert page.stat().st_size < 2 * 1024 * 1024
     assert "src='figures/" not in page.read_text()  # every figure embedded
+
+
+# ------------------------------------------------------------------ controls, power curves and seeds as sentences
+
+CONTROL = {"description": "BMA reading only the last 5 of 10 examples", "rejected": True,
+           "measured": {"examples": 5, "gap_to_bma": 0.0328582, "parent_accuracy": [0.435, 0.52, 0.61, 0.668],
+                        "rule": {"gap_to_bma": "fail", "accuracy_shortfall": "fail", "increasing": "pass"},
+                        "identities_failed": [], "extra": {"deep": 1.5, "deeper": True}}}
+POWER = [{"x": m, "label": f"BMA reading {m} of 5", "rejected": m <= 3, "value": 0.1 / m} for m in range(1, 6)]
+SEEDS = {"n": 3, "training_seeds": [0, 1, 2], "count_rule": "pass when at least 2 of 3 seeds meet the rule",
+         "counts": {"meet": 2, "miss": 1, "undecided": 0, "not_converged": 0},
+         "metrics": {"gap_to_bma": {"median": 0.0123, "min": 0.0101, "max": 0.015, "values": [0.0101, 0.0123, 0.015]}}}
+
+
+def test_a_control_reads_as_one_sentence_with_a_few_key_values():
+    # reference: written out by hand from CONTROL (4 of its 6 named values in order; the empty list names nothing)
+    sentence = evidence.control_sentence(CONTROL)
+    assert sentence == ("BMA reading only the last 5 of 10 examples: the rule saw examples 5, gap to bma 0.0329, "
+                        "parent accuracy: 4 values, 0.435 … 0.668, rule: fail for gap to bma, accuracy shortfall; "
+                        "pass for increasing (and 2 more values in results.json); rejected.")
+    assert evidence.control_sentence({**CONTROL, "rejected": False}).endswith(
+        "NOT rejected (the check does not discriminate).")
+    assert evidence.control_sentence({"description": "d", "measured": {}, "rejected": True}) == "d: rejected."
+    assert evidence.control_sentence(None) == "none (so this check cannot pass)."
+
+
+def test_a_power_curve_says_where_the_rule_stops_rejecting():
+    # reference: POWER rejects m = 1, 2, 3 and not 4, 5 (built that way above)
+    assert evidence.power_line(POWER) == "rejects BMA reading 1 of 5 … BMA reading 3 of 5; stops rejecting at " \
+                                         "BMA reading 4 of 5"
+    assert evidence.power_line([{**p, "rejected": True} for p in POWER]).startswith("rejects every point")
+    assert evidence.power_line([{**p, "rejected": False} for p in POWER]).startswith("rejects none")
+    mixed = [{**p, "rejected": p["x"] in (1, 4)} for p in POWER]
+    assert evidence.power_line(mixed) == ("rejects BMA reading 1 of 5, BMA reading 4 of 5; does not reject "
+                                          "BMA reading 2 of 5, BMA reading 3 of 5, BMA reading 5 of 5")
+    columns, rows = evidence.power_table(POWER)
+    assert columns == ["point", "1", "2", "3", "4", "5"]
+    assert rows == [["rejected", "yes", "yes", "yes", "no", "no"], ["value", "0.1", "0.05", "0.0333", "0.025", "0.02"]]
+
+
+def _results_with(check_fields: dict, claim_fields: dict | None = None) -> dict:
+    check = {"kind": "model", "reading": "reproduction", "description": "trained run", "verdict": "pass",
+             "reason": "", "seconds": 1.0, "summary": "s", "control": {**CONTROL, "power": POWER},
+             "assumptions": [], "threshold": None, "derivation": [], "measured": {"gap": 0.01}, "tables": [],
+             "figures": [], "instance": None, "findings": [], "seeds": SEEDS, **check_fields}
+    claim = {"id": "c", "paper": "p", "statement": "s", "verdict": "pass", "reasons": [], "assumptions": [],
+             "findings": [], "checks": [check], **(claim_fields or {})}
+    return {"tier": "quick", "seed": 0, "package_version": "x", "started": "t", "seconds": 0.0,
+            "environment": builder.environment(), "claims": [claim]}
+
+
+def test_pages_show_seeds_and_the_power_curve_compactly_and_no_dict_dumps():
+    # reference: SEEDS and POWER written out by hand
+    results = _results_with({})
+    md, page = render.render_markdown(results), render.render_html(results)
+    line = ("Seeds: 3 seeds (training seeds 0, 1, 2): 2 meet, 1 miss, 0 undecided, 0 not converged — pass when at "
+            "least 2 of 3 seeds meet the rule.")
+    assert line in md and html.escape(line, quote=False) in page
+    assert "| metric | median | range over seeds |" in md and "| gap_to_bma | 0.0123 | 0.0101 to 0.015 |" in md
+    assert "<td>gap_to_bma</td><td>0.0123</td><td>0.0101 to 0.015</td>" in page
+    power = "stops rejecting at BMA reading 4 of 5."
+    assert power in md and power in page and "| rejected | yes | yes | yes | no | no |" in md
+    for text in (md, page):  # the control is a sentence: no "measured {…}" dump
+        assert "measured {" not in text and "{examples" not in text and "rejected." in text
+    # a check that does not train (seeds None) and a control without a power curve show neither
+    plain = render.render_markdown(_results_with({"seeds": None, "control": CONTROL}))
+    assert "Seeds:" not in plain and "Power of the rule" not in plain and "Negative control: BMA reading" in plain
+
+
+# ------------------------------------------------------------------------------------------------ prose math
+
+def test_prose_math_reads_as_unicode_in_markdown_and_as_scripts_in_html():
+    # reference: the issue's example and hand-written renderings
+    text = "I(x_h; x_{h'}) ≤ α I(x_h; x_pa(h)), e^{−β}, x_{S∩T}; D'Angelo's max_abs_error and `x_{h'}`"
+    assert render_math.prose_markdown(text) == (
+        "I(x_h; x_h′) ≤ α I(x_h; x_pa(h)), e^(−β), x_(S∩T); D'Angelo's max_abs_error and `x_{h'}`")
+    assert render_math.prose_html(text) == (
+        "I(x<sub>h</sub>; x<sub>h′</sub>) ≤ α I(x<sub>h</sub>; x<sub>pa</sub>(h)), e<sup>−β</sup>, "
+        "x<sub>S∩T</sub>; D'Angelo's max_abs_error and `x_{h'}`")
+    assert render_math.prose_html("softmax_{h'<h} and e_{x^k_{h'}}") == (
+        "softmax<sub>h′&lt;h</sub> and e<sub>x<sup>k</sup><sub>h′</sub></sub>")
+    results = _results_with({}, {"statement": "for h' < h, I(x_h; x_{h'}) ≤ α I(x_h; x_pa)"})
+    assert "I(x_h; x_h′)" in render.render_markdown(results)
+    page = render.render_html(results)
+    assert "I(x<sub>h</sub>; x<sub>h′</sub>)" in page and browser_check.static_problems(page) == []
+
+
+# ------------------------------------------------------------------------------------------- wide formulas
+
+def _inner(latex: str) -> str:
+    return re.sub(r"^<math[^>]*><mrow>|</mrow></math>$", "", convert(latex))
+
+
+def test_a_wide_sum_is_cut_at_its_signs_into_pieces_that_read_as_the_formula():
+    # reference: latex2mathml on the uncut formula; the pieces' MathML, one after another, is the same
+    wide = " + ".join(f"a_{{{i}}} b_{{{i}}}" for i in range(40))
+    pieces = render_math.formula_pieces(wide)
+    assert len(pieces) == 40 and pieces[1] == "+ a_{1} b_{1}"
+    assert "".join(_inner(p) for p in pieces) == _inner(wide)
+    assert render_math.formula_pieces(r"\frac{a}{b} = c") == [r"\frac{a}{b} = c"]  # one that fits stays whole
+    page = render_math.latex_to_mathml(wide)
+    assert page.startswith("<div class='formula'>") and page.count("<math") == 40
+
+
+def test_wide_fractions_and_matrices_are_opened_into_linear_forms():
+    # reference: the same symbols in the same order (spaces aside), written linearly by hand
+    num, den = (" + ".join(f"{v}_{{{i}}}" for i in range(60)) for v in "ab")
+    pieces = render_math.formula_pieces(rf"\frac{{{num}}}{{{den}}}")
+    assert "".join(pieces).replace(" ", "") == f"({num})/({den})".replace(" ", "")
+    cells = [[f"x_{{{i}{j}}} + y_{{{i}{j}}} + z" for j in range(8)] for i in range(2)]
+    matrix = r"\left[\begin{matrix}" + r"\\".join(" & ".join(row) for row in cells) + r"\end{matrix}\right]"
+    flat = "".join(render_math.formula_pieces(matrix)).replace(" ", "")
+    assert flat == ("[" + ";".join(",".join(row) for row in cells) + "]").replace(" ", "")
+
+
+def test_every_reference_formula_piece_fits_and_converts():
+    # reference: the derivations of the committed results.json; each piece's estimated width is at most about
+    # WRAP_WIDTH (a group whose content fits keeps its two delimiters), and nothing falls back to raw source
+    results = json.loads((REFERENCE_DIR / "results.json").read_text())
+    formulas = [latex for claim in results["claims"] for check in claim["checks"] for _, latex in check["derivation"]]
+    assert any(len(render_math.formula_pieces(f)) > 1 for f in formulas)
+    for latex in formulas:
+        for piece in render_math.formula_pieces(latex):
+            assert render_math._width(render_math._parse(render_math._TOKEN.findall(piece))[0]) <= \
+                render_math.WRAP_WIDTH * 1.1, piece
+        assert "raw-latex" not in render_math.latex_to_mathml(latex)
+
+
+# ------------------------------------------------------------------------- what the browser check checks
+
+def test_the_reference_page_passes_the_static_checks_and_broken_pages_do_not():
+    # reference: the page rendered from the committed results; negative controls: the same page with each
+    # property the check guards broken by hand (what the issue saw: a 64em cap, lazy unsized images, an uncut
+    # wide formula, raw LaTeX in prose, a dangling link)
+    results = json.loads((REFERENCE_DIR / "results.json").read_text())
+    page = render.render_html(results, figures_dir=REFERENCE_DIR / "figures")
+    assert browser_check.static_problems(page) == []
+    wide = " + ".join(f"a_{{{i}}} b_{{{i}}}" for i in range(40))
+    broken = {
+        "max-width 64em": page.replace("body{", "body{max-width:64em;", 1),
+        "explicit width and height": re.sub(r" width='\d+' height='\d+'", "", page, count=1),
+        "loaded lazily": page.replace("loading='eager'", "loading='lazy'", 1),
+        "not cut to wrap": page.replace("</body>", f"{convert(wide)}</body>"),
+        "raw LaTeX": page.replace("</body>", "<p>I(x_h; x_{h'})</p></body>"),
+        "missing anchors": page.replace("</body>", "<a href='#nowhere'>x</a></body>"),
+    }
+    for expected, bad in broken.items():
+        found = browser_check.static_problems(bad)
+        assert len(found) == 1 and expected in found[0], (expected, found)
+
+
+def test_images_carry_their_pixel_size_and_load_eagerly(registry, tmp_path):
+    # reference: the PNG's own size as PIL reads it
+    out = builder.build_report("quick", tmp_path / "rep", seed=3)
+    page = (out / "report.html").read_text()
+    width, height = Image.open(out / "figures" / "dummy.png").size
+    assert f"width='{width}' height='{height}' loading='eager'" in page
+
+
+def test_browser_findings_name_the_width_the_anchor_and_overflowing_formulas():
+    # reference: hand-made measurements of a page as the issue saw it (60% of a 1400 px window, a blank image
+    # at an anchor) and of a page that renders well
+    good = {"images": 2, "broken_images": [], "formulas": 3, "empty_formulas": 0, "wide_formulas": 0,
+            "raw_latex": 0, "dangling_links": [], "window_width": 1400, "body_width": 1330, "page_width": 1400,
+            "anchor": "c-0-model", "anchor_in_view": True}
+    assert browser_check.problems(good) == []
+    found = browser_check.problems({**good, "body_width": 840, "broken_images": ["a.png"], "wide_formulas": 2,
+                                    "anchor_in_view": False, "page_width": 1600})
+    assert any("uses 60% of a 1400 px window" in f for f in found)
+    assert any("did not load or show (opened at #c-0-model)" in f for f in found)
+    assert any("2 of 3 formulas overflow" in f for f in found) and any("scrolls sideways" in f for f in found)
+    assert any("target is not in view" in f for f in found)
+    page = "<h2 id='a'>a</h2><img src='x' alt='1'><h3 id='b'>b</h3><p>text</p><img src='y' alt='2'><h3 id='c'></h3>"
+    assert browser_check.figure_anchor(page) == "b"  # no figure anchors: the last id above the last image
+    figures = "<figure id='f1'><img alt='1'></figure><h3 id='b'>b</h3><figure id='f2'><img alt='2'></figure>"
+    assert browser_check.figure_anchor(figures) == "f2"

@@ -105,7 +105,8 @@ def _j_form_figure(ctx: CheckContext) -> str:
     forms = {"approximate": "(1/h) J, pairwise joints", "enumerated_approximate": "enumerated with P(x_h)"}
     for ax, (name, mu0) in zip(axes, (("stationary μ₀", None), ("non-stationary μ₀", init))):
         _thm3_bars(ax, thm3_check_position(kernel, parents, 6, mu0), forms, name)
-    axes[0].set_ylabel("E[−∂ℓ/∂p̂_h'] (approximate form)")
+    for ax in axes:  # both panels labelled (the y axis is shared)
+        ax.set_ylabel("E[−∂ℓ/∂p̂_h'] (approximate form)")
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     return save_check_figure(fig, ctx, "thm3_init_gradient.png")
@@ -190,7 +191,8 @@ def _pibar_figure(ctx: CheckContext, shown: dict) -> str:
     for ax, (name, mu0) in zip(axes, ((f"μ₀ = {shown['init']}", np.array(shown["init"])),
                                       ("stationary μ₀", None))):
         _thm3_bars(ax, thm3_check_position(kernel, parents, shown["h"], mu0), forms, name)
-    axes[0].set_ylabel("E[−∂ℓ/∂p̂_h']")
+    for ax in axes:  # both panels labelled (the y axis is shared)
+        ax.set_ylabel("E[−∂ℓ/∂p̂_h']")
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     return save_check_figure(fig, ctx, "thm3_init_gradient_pibar.png")
