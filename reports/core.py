@@ -60,17 +60,23 @@ class Control:
     rejected : bool
         True when the rule rejected the control (it would have read ``fail`` / not ``pass`` on it). A check whose
         control is not rejected cannot tell the claim from its negation, so it cannot pass.
+    power : list of dict or None
+        For a near-miss control, the rule's outcome as the control moves towards the truth: points
+        ``{"x", "label", "rejected", "value"}`` (e.g. BMA reading m = 1 … L examples). It shows how far from the
+        truth an input may be and still pass.
     """
 
     description: str
     measured: Any
     rejected: bool
+    power: list | None = None
 
     def __post_init__(self) -> None:
         self.rejected = bool(self.rejected)
 
     def as_dict(self) -> dict:
-        return {"description": self.description, "measured": jsonable(self.measured), "rejected": self.rejected}
+        return {"description": self.description, "measured": jsonable(self.measured), "rejected": self.rejected,
+                "power": jsonable(self.power)}
 
 
 @dataclass
@@ -136,7 +142,11 @@ class CheckOutcome:
         Why the verdict is ``inconclusive`` (e.g. "not converged", "interval straddles the bound").
     converged : dict or None
         For a trained run: its plateau test (``bma_verify.model.convergence.plateau_test``: ``plateaued``,
-        ``improvement``, ``noise_se``, ``window``, ``rule``; None for checks without training).
+        ``improvement``, ``noise_se``, ``window``, ``rule``; None for checks without training). Over several
+        seeds: ``plateaued`` when enough seeds converged to decide, with every seed's test under ``seeds``.
+    seeds : dict or None
+        For a trained reproduction: its training seeds, each seed's rule status, the counts and the count rule,
+        and per metric the median and range (``reports.checks.trained.seeds_record``).
     assumptions : list of str
         The choices the paper leaves open that the verdict rests on (a ``reproduction`` names them on the
         summary line, e.g. "reading R1: example offsets beyond the training L clipped").
@@ -156,6 +166,7 @@ class CheckOutcome:
     reason: str = ""
     converged: dict | None = None
     assumptions: list[str] = field(default_factory=list)
+    seeds: dict | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

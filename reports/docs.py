@@ -79,6 +79,21 @@ Every check also runs a **negative control** in the same call: its own decision 
 false. A check whose control is not rejected cannot tell the claim from its negation: it reads
 `inconclusive (not discriminating)`, never `pass`. A trained run that the package counts as not converged reads
 `inconclusive (not converged)`.
+
+**How a trained verdict is earned.**
+- *Seeds.* Every trained reproduction trains on 3 seeds (quick tier) or 5 (full tier), drawn below 1000 from the
+  report seed. Presets are tuned only on development seeds, which are 1000 and above (`model/seeds.py`).
+- *Convergence.* A run is converged when its own held-out curve has plateaued: the fitted drop over the last 20% of
+  steps is at most 3 standard errors of the curve's evaluation noise. It is never judged by whether it reached the
+  target.
+- *Count rule.* REPRODUCED when at least ⌈0.8 n⌉ of the n seeds (3 of 3, 4 of 5) converge and meet the rule. NOT
+  REPRODUCED when as many converge and miss it. Otherwise the check is inconclusive, with the counts.
+  `results.json` records each seed's status, its plateau test, and the median and range of each metric under
+  `seeds`.
+- *Near-miss control.* The control is the closest failure the rule must still reject, never a model at
+  initialisation: BMA reading L − 1 of the L examples, or the output kernel moved part of the way to another kernel.
+  Its `power` curve records the rule's outcome as the control moves towards the truth.
+- A tier that cannot afford enough seeds for a claim says "quick tier cannot decide" and trains nothing for it.
 """
 
 

@@ -7,10 +7,19 @@ tolerance is compared at ``abs=1e-9`` (floats) or exactly (everything else).
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
 DEFAULT_ABS = 1e-9
+#: A decimal number inside a verdict's reason: masked before reasons are compared (the values themselves are
+#: compared within their tolerances; integers such as seed counts are compared exactly).
+_DECIMAL = re.compile(r"[-+]?\d+\.\d+(?:e[-+]?\d+)?")
+
+
+def reason_shape(reason: str | None) -> str:
+    """A verdict's reason with its decimal numbers masked ("not converged: … 0.0123 nats" → "… # nats")."""
+    return _DECIMAL.sub("#", reason or "")
 
 
 def _leaves(value, prefix=""):
@@ -75,6 +84,9 @@ def compare_results(reference: dict, current: dict) -> list[str]:
             ref = ref_checks[key]
             if ref["verdict"] != check["verdict"]:
                 moved.append(f"{claim['id']} {check['function']}: verdict {ref['verdict']} -> {check['verdict']}")
+            elif reason_shape(ref.get("reason")) != reason_shape(check.get("reason")):
+                moved.append(f"{claim['id']} {check['function']}: reason {ref.get('reason')!r} -> "
+                             f"{check.get('reason')!r}")
             ref_rejected = (ref.get("control") or {}).get("rejected")
             new_rejected = (check.get("control") or {}).get("rejected")
             if ref_rejected != new_rejected:

@@ -56,3 +56,17 @@ def test_checks_are_matched_by_claim_kind_and_rank_not_by_where_their_code_lives
     other_kind = copy.deepcopy(REF)
     other_kind["claims"][0]["checks"][0]["kind"] = "monte-carlo"
     assert compare_results(REF, other_kind) == ["c elsewhere:g: not in the reference report".replace("elsewhere:g", "m:f")]
+
+
+def test_a_reason_that_changes_is_flagged_but_its_decimals_are_not():
+    # the reason is compared with decimal numbers masked: the values are compared within their tolerances,
+    # while the words and integer counts (seeds meeting the rule) must stay
+    ref = copy.deepcopy(REF)
+    ref["claims"][0]["checks"][0] |= {"verdict": "inconclusive",
+                                      "reason": "count rule undecided: 2 of 3 seeds meet the rule, drop 0.0123 nats"}
+    new = copy.deepcopy(ref)
+    new["claims"][0]["checks"][0]["reason"] = "count rule undecided: 2 of 3 seeds meet the rule, drop 0.0131 nats"
+    assert compare_results(ref, new) == []
+    new["claims"][0]["checks"][0]["reason"] = "count rule undecided: 1 of 3 seeds meet the rule, drop 0.0131 nats"
+    moved = compare_results(ref, new)
+    assert len(moved) == 1 and "reason" in moved[0]

@@ -51,11 +51,12 @@ def test_a_run_that_never_evaluated_is_not_converged():
 
 
 def test_a_converged_run_far_from_bma_fails_its_parent_gap():
-    # reference: the threshold (0.05 nats) and its band (0.003) by hand
+    # reference: the threshold (0.028 nats) and its band (0.003) by hand
     ctx = CheckContext(tier="quick", seed=0)
     assert trained.parent_gap_side(ctx, {"parent_loss_gap": 0.3}) == "fail"
     assert trained.parent_gap_side(ctx, {"parent_loss_gap": 0.01}) == "pass"
-    assert trained.parent_gap_side(ctx, {"parent_loss_gap": 0.051}) == "noise"
+    assert trained.parent_gap_side(ctx, {"parent_loss_gap": 0.029}) == "noise"
+    assert trained.parent_gap_side(ctx, {"parent_loss_gap": 0.032}) == "fail"
 
 
 def test_trained_runs_train_once_per_report_and_fig3_reads_fig2s_run(monkeypatch):
@@ -90,3 +91,33 @@ def test_presets_train_on_the_checks_device(monkeypatch):
     assert seen == ["cpu", "cuda"]
     with pytest.raises(ValueError, match="device must be one of"):
         CheckContext(device="tpu")
+
+
+@pytest.mark.parametrize("statuses, plateaued, verdict", [
+    (["pass"] * 3, [True] * 3, "pass"),
+    (["pass", "pass", "fail"], [True] * 3, "inconclusive"),  # 2 of 3 meet: short of 3 of 3
+    (["fail"] * 3, [True] * 3, "fail"),
+    (["pass"] * 3, [True, True, False], "inconclusive"),  # a seed still improving counts for neither side
+    (["pass"] * 4 + ["fail"], [True] * 5, "pass"),  # 4 of 5
+    (["fail"] * 4 + ["noise"], [True] * 5, "fail"),
+    (["pass"] * 3 + ["fail"] * 2, [True] * 5, "inconclusive"),
+])
+def test_count_rule(statuses, plateaued, verdict):
+    # reference: the rule by hand, at least ceil(0.8 n) converged seeds on one side
+    tests = [{"plateaued": p} for p in plateaued]
+    got, reason, converged = trained.count_verdict(statuses, tests)
+    assert got == verdict
+    assert (reason == "") == (verdict != "inconclusive")
+    assert converged["converged_seeds"] == sum(plateaued) and converged["seeds"] == tests
+    assert converged["plateaued"] == (sum(plateaued) >= trained.seeds_needed(len(statuses)))
+
+
+def test_seeds_record_median_and_range():
+    # reference: numpy's median of the per-seed values; bools and strings are not metrics
+    record = trained.seeds_record([3, 1, 2], ["pass", "fail", "noise"], [{"plateaued": True}] * 3,
+                                  [{"gap": 0.3, "ok": True, "name": "a"}, {"gap": 0.1, "ok": True, "name": "b"},
+                                   {"gap": 0.2, "ok": False, "name": "c"}])
+    assert set(record["metrics"]) == {"gap"}
+    assert record["metrics"]["gap"] == {"median": 0.2, "min": 0.1, "max": 0.3, "values": [0.3, 0.1, 0.2]}
+    assert record["counts"] == {"meet": 1, "miss": 1, "undecided": 1, "not_converged": 0}
+    assert record["training_seeds"] == [3, 1, 2] and "3 of 3" in record["count_rule"]

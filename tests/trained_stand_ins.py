@@ -10,6 +10,7 @@ import torch
 import bma_verify.reports.checks.trained as trained
 from bma_verify import numerics
 from bma_verify.model.construction import bma_construction
+from bma_verify.model.seeds import SEEDS_PER_TIER, report_training_seeds
 from bma_verify.model.train_config import StandardOptions, StructuredOptions, TrainConfig, config_record
 from bma_verify.model.training import TrainRun, bma_reference, eval_batch, evaluate, evaluate_test_L, run_kernel, train
 
@@ -70,8 +71,12 @@ def stand_in_run(*, L=5, H=6, d=4, test_L=(), model_kind="structured", K=None, c
 
 
 def patch_runs(monkeypatch, runs_by_preset: dict) -> None:
-    """Make every preset ``name`` train to ``runs_by_preset[name]`` ({run label: TrainRun}) instead."""
+    """Make every preset ``name`` train to ``runs_by_preset[name]`` instead: {run label: TrainRun} on every training
+    seed, or a list of them, one per training seed of report seed 0 (in ``training_seeds`` order)."""
     def fake(name, *, tier, seed, device, quiet, output):
-        return runs_by_preset[name]
+        runs = runs_by_preset[name]
+        if isinstance(runs, dict):
+            return runs
+        return runs[report_training_seeds(0, f"model:{name}", SEEDS_PER_TIER["full"]).index(seed)]
 
     monkeypatch.setattr(trained, "train_preset_runs", fake)

@@ -40,11 +40,12 @@ def one(args):
     torch.set_num_threads(1)
     from bma_verify.model.analysis import standard_head_summary
     from bma_verify.model.presets import preset_configs
+    from bma_verify.model.seeds import require_dev_seeds
     from bma_verify.model.train_config import with_changes
     from bma_verify.model.training import eval_batch, train
 
     start = time.time()
-    config = with_changes(preset_configs("robustness", tier="full", seed=SEEDS[report_seed],
+    config = with_changes(preset_configs("robustness", tier="full", seed=require_dev_seeds([SEEDS[report_seed]])[0],
                                          device=os.environ.get("PROBE_DEVICE", "cuda"))["standard"],
                           **changes)
     folder = Path(out) / f"{label}-R{report_seed}"

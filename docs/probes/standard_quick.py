@@ -23,6 +23,7 @@ import torch
 import bma_verify.model.training as training
 from bma_verify.model.analysis import standard_head_summary
 from bma_verify.model.presets import preset_configs
+from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.model.train_config import with_changes
 from bma_verify.reports.core import CheckContext
 
@@ -54,7 +55,8 @@ def main(report_seed: int, changes: dict, extra: dict) -> None:
         return split
 
     training.build_model, training.param_groups = build_scaled, groups_scaled
-    seed = CheckContext(seed=report_seed).seed_for("model:robustness")
+    # the training seed the report used before report seeds moved below 1000: now a development seed
+    seed = require_dev_seeds([CheckContext(seed=report_seed).seed_for("model:robustness")])[0]
     config = with_changes(preset_configs("robustness", tier="quick", seed=seed)["standard"], **changes)
     start = time.time()
     run = training.train(config)

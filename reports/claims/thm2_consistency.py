@@ -14,15 +14,16 @@ import numpy as np
 import sympy as sp
 
 from bma_verify.model import analysis
+from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.training import eval_batch
 from bma_verify.numerics.consistency_rates import hoeffding_bound, thm2_error_rates, wilson_interval
 from bma_verify.numerics.information import pairwise_joint
 from bma_verify.numerics.task import random_kernel
 from bma_verify.reports.checks.numeric_common import combine_verdicts, save_check_figure
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
-from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_sides, half_examples, parent_gap_side,
-                                               rule_text, run_assumptions, run_convergence, threshold_side,
-                                               trained_runs, trained_verdict)
+from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_sides, count_verdict, parent_gap_side,
+                                               power_text, rule_text, run_assumptions, run_convergence, seeded_runs,
+                                               seeds_record, seeds_text, threshold_side, training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Table, jsonable, new_figure,
                                      verdict_from_interval)
@@ -165,7 +166,8 @@ def _draw_instance(ax, name: str, kernel, parents, L_values, done: dict) -> None
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_ylim(1e-4, 1.5)
-    ax.set_xlabel("L")
+    ax.set_xlabel("context examples L")
+    ax.set_ylabel("error probability (argmax ≠ pa; score(pa) ≤ score(h'))")
     ax.set_title(f"{name} (d={kernel.shape[0]}, H={parents.size})", fontsize=9)
     ax.legend(fontsize=6)
 
@@ -296,43 +298,73 @@ def _thm2_rule(ctx: CheckContext, Ls: list, acc: list, bma: list, se: float) -> 
     return sides
 
 
-def model_check(ctx: CheckContext) -> CheckOutcome:
-    """Trained model's parent accuracy against L' (up to the training L) beside BMA's."""
-    run = trained_runs(ctx, "fig2")["fig2"]
+def _accuracy_rule(ctx: CheckContext, run) -> tuple[dict, dict]:
+    """(values, sides) of one run: its parent accuracy against L' (up to the training L) beside BMA's, thm2's rule
+    on it, and L_pa's gap to BMA's at the run's own L (a plateaued run that cannot represent BMA fails on it)."""
     by_L = run.metrics["by_test_L"]
     Ls = sorted(int(k) for k in by_L if int(k) <= run.config.L)
     acc = [by_L[str(L)]["parent_accuracy"] for L in Ls]
     bma = [by_L[str(L)]["bma_parent_accuracy"] for L in Ls]
-    n = run.config.eval_contexts * (run.config.H - 1)
-    se = float(np.sqrt(0.25 / n))  # the largest binomial standard error of an accuracy over n positions
-    # L_pa's gap to BMA's at the run's own L: a plateaued run that cannot represent BMA fails on it
+    se = float(np.sqrt(0.25 / (run.config.eval_contexts * (run.config.H - 1))))  # largest binomial SE of an accuracy
     sides = _thm2_rule(ctx, Ls, acc, bma, se) | {"parent_loss_gap": parent_gap_side(ctx, run.metrics)}
-    converged = run_convergence(run.metrics)
-    verdict, reason = trained_verdict(combine_sides(sides), converged, sides)
-    # control: BMA reading the last ceil(L'/2) of the L' examples at every L', on the same contexts
-    halves = [analysis.truncated_bma_metrics(run.kernel, eval_batch(run.config, run.kernel, L), half_examples(L)) for L in Ls]
-    half_acc = [h["parent_accuracy"] for h in halves]
-    half_sides = _thm2_rule(ctx, Ls, half_acc, bma, se)
-    control = Control("BMA reading only the last ceil(L'/2) of the L' examples, at every L'",
-                      {"L_test": Ls, "parent_accuracy": half_acc, "rule": half_sides}, combine_sides(half_sides) == "fail")
+    return {"L_test": Ls, "acc": acc, "bma": bma, "se": se}, sides
+
+
+def ignoring_control(ctx: CheckContext, run, values: dict) -> Control:
+    """BMA ignoring the k earliest examples at every L' (reading max(L' − k, 1)), judged by thm2's rule with L_pa at
+    the run's own L: the power curve over k = L − 1 … 0, and the near-miss k = 1 it must reject."""
+    Ls, L = values["L_test"], run.config.L
+    batches = {n: eval_batch(run.config, run.kernel, n) for n in sorted(set(Ls) | {L})}
+    power = []
+    for k in range(L - 1, -1, -1):
+        truncated = {n: analysis.truncated_bma_metrics(run.kernel, batches[n], max(n - k, 1)) for n in batches}
+        acc = [truncated[n]["parent_accuracy"] for n in Ls]
+        rule = (_thm2_rule(ctx, Ls, acc, values["bma"], values["se"])
+                | {"parent_loss_gap": parent_gap_side(ctx, truncated[L])})
+        power.append({"x": L - k, "label": f"BMA ignoring the {k} earliest examples", "rule": rule,
+                      "value": truncated[L]["parent_loss_gap"], "accuracy": acc,
+                      "rejected": combine_sides(rule) == "fail"})
+    near = power[-2]
+    return Control(f"BMA ignoring the earliest example at every L' (reading L' − 1 of L'; {L - 1} of {L} at the "
+                   "run's own L)", {"L_test": Ls, "parent_accuracy": near["accuracy"],
+                                    "parent_loss_gap": near["value"], "rule": near["rule"]},
+                   near["rejected"], power=[{k: v for k, v in p.items() if k != "accuracy"} for p in power])
+
+
+def model_check(ctx: CheckContext) -> CheckOutcome:
+    """Trained model's parent accuracy against L' (up to the training L) beside BMA's, on every training seed of
+    fig2's run, decided by the count rule; near-miss control BMA ignoring the earliest example."""
+    all_runs = [runs["fig2"] for runs in seeded_runs(ctx, "fig2")]
+    per_seed = [_accuracy_rule(ctx, run) for run in all_runs]
+    statuses = [combine_sides(sides) for _, sides in per_seed]
+    tests = [run_convergence(run.metrics) for run in all_runs]
+    verdict, reason, converged = count_verdict(statuses, tests)
+    seeds = seeds_record(training_seeds(ctx, "fig2"), statuses, tests,
+                         [{"largest_shortfall": max(b - a for a, b in zip(v["acc"], v["bma"])),
+                           "accuracy_at_L": v["acc"][-1], "parent_loss_gap": run.metrics["parent_loss_gap"]}
+                          for run, (v, _) in zip(all_runs, per_seed)])
+    run, (v, sides) = all_runs[0], per_seed[0]
+    control = ignoring_control(ctx, run, v)
     t = THRESHOLDS[ctx.tier]
+    near_acc = control.measured["parent_accuracy"]
     return CheckOutcome(
-        verdict=verdict,
-        measured={"L_test": Ls, "parent_accuracy": acc, "bma_parent_accuracy": bma, "accuracy_stderr_bound": se},
-        threshold={"accuracy_shortfall_every_L": f"≤ {t['accuracy_shortfall']} ± {NOISE_BAND['accuracy']} (BMA "
-                                                 "reading ceil(L'/2) of L': up to "
-                                                 f"{max(b - h for h, b in zip(half_acc, bma)):.3f})",
-                   "monotone_slack": 2 * se, "min_rise": 4 * se,
-                   "parent_loss_gap": f"≤ {t['parent_loss_gap']} ± {NOISE_BAND['parent_loss_gap']}",
-                   "converged": converged["rule"]},
-        summary=f"Parent accuracy of the fig2 model rises {acc[0]:.3f} → {acc[-1]:.3f} as L' goes {Ls[0]} → {Ls[-1]} "
-                f"(BMA {bma[0]:.3f} → {bma[-1]:.3f}; largest shortfall "
-                f"{max(b - a for a, b in zip(acc, bma)):.3f}, threshold {t['accuracy_shortfall']}); "
-                f"{rule_text(sides)}. Control: BMA "
-                f"reading half the examples ({half_acc[0]:.3f} → {half_acc[-1]:.3f}) is "
-                f"{'rejected' if control.rejected else 'NOT rejected'}.",
-        tables=[Table("parent accuracy against L'", ["L'", "model", "BMA", "BMA reading ceil(L'/2)"],
-                      [[L, a, b, h] for L, a, b, h in zip(Ls, acc, bma, half_acc)])],
+        verdict=verdict, seeds=seeds,
+        measured={"L_test": v["L_test"], "parent_accuracy": v["acc"], "bma_parent_accuracy": v["bma"],
+                  "accuracy_stderr_bound": v["se"]},
+        threshold={"accuracy_shortfall_every_L": f"≤ {t['accuracy_shortfall']} ± {NOISE_BAND['accuracy']}",
+                   "monotone_slack": 2 * v["se"], "min_rise": 4 * v["se"],
+                   "parent_loss_gap": f"≤ {t['parent_loss_gap']} ± {NOISE_BAND['parent_loss_gap']} (BMA ignoring "
+                                      f"one example: {control.measured['parent_loss_gap']:+.3f})",
+                   "converged": PLATEAU_RULE, "count_rule": seeds["count_rule"]},
+        summary=f"{seeds_text(seeds)}; largest accuracy shortfall median "
+                f"{seeds['metrics']['largest_shortfall']['median']:.3f} (range "
+                f"{seeds['metrics']['largest_shortfall']['min']:.3f}–{seeds['metrics']['largest_shortfall']['max']:.3f}"
+                f", threshold {t['accuracy_shortfall']}). First seed: parent accuracy rises {v['acc'][0]:.3f} → "
+                f"{v['acc'][-1]:.3f} as L' goes {v['L_test'][0]} → {v['L_test'][-1]} (BMA {v['bma'][0]:.3f} → "
+                f"{v['bma'][-1]:.3f}); {rule_text(sides)}. Control: {control.description} is "
+                f"{'rejected' if control.rejected else 'NOT rejected'}; {power_text(control.power)}.",
+        tables=[Table("parent accuracy against L', first seed", ["L'", "model", "BMA", "BMA reading L' − 1"],
+                      [[L, a, b, h] for L, a, b, h in zip(v["L_test"], v["acc"], v["bma"], near_acc)])],
         control=control, reason=reason, converged=converged, assumptions=run_assumptions(ctx, run),
         tolerances={"parent_accuracy": ACCURACY_BY_L_TOL})
 

@@ -10,8 +10,10 @@ import pytest
 import sympy as sp
 
 import bma_verify.reports.claims.thm2_consistency as claim
+from bma_verify import numerics
+from bma_verify.model.training import eval_batch
 from bma_verify.numerics.consistency_rates import hoeffding_bound
-from bma_verify.reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, settle
+from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
 from bma_verify.theory.consistency import EPS, GAP, L_SYM
 from tests.trained_stand_ins import patch_runs, stand_in_run, with_curve
 
@@ -111,8 +113,8 @@ def untrained_fig2():
 
 
 def test_model_check_passes_a_converged_run_and_rejects_its_control(converged_fig2, monkeypatch):
-    # reference: the construction is BMA (L_pa gap 0); the control (BMA reading half the examples) must be
-    # rejected by the same rule
+    # reference: the construction is BMA (L_pa gap 0); the near-miss control (BMA ignoring the earliest example at
+    # every L') must be rejected by the same rule
     patch_runs(monkeypatch, {"fig2": converged_fig2})
     outcome = claim.model_check(CheckContext(tier="quick", seed=0))
     assert outcome.converged["plateaued"] is True
@@ -141,7 +143,32 @@ def test_a_run_that_has_not_converged_never_passes(untrained_fig2, converged_fig
     patch_runs(monkeypatch, {"fig2": {"fig2": with_curve(converged_fig2["fig2"], "falling")}})
     monkeypatch.setattr(claim, "combine_sides", lambda sides: "pass")
     outcome = claim.model_check(CheckContext(tier="quick", seed=0))
-    assert outcome.converged["plateaued"] is False and settle(outcome) == ("inconclusive", NOT_CONVERGED)
+    assert outcome.converged["plateaued"] is False and settle(outcome)[0] == "inconclusive"
+    assert "3 not converged" in settle(outcome)[1]
+
+
+def test_model_check_power_curve_over_examples_ignored(converged_fig2, monkeypatch):
+    # reference: numerics BMA on the last L' − 1 examples (the near-miss) and the rule over k = L − 1 .. 0
+    # examples ignored: BMA itself (k = 0) passes, k >= 1 is rejected, and L_pa's gap shrinks as fewer are ignored
+    patch_runs(monkeypatch, {"fig2": converged_fig2})
+    control = claim.model_check(CheckContext(tier="quick", seed=0)).control
+    run = converged_fig2["fig2"]
+    batch = eval_batch(run.config, run.kernel, 5)
+    near = numerics.parent_posterior(run.kernel, batch.context[:, 1:])
+    assert control.measured["parent_accuracy"][-1] == pytest.approx(numerics.parent_accuracy(near, batch.parents))
+    assert [p["x"] for p in control.power] == [1, 2, 3, 4, 5]
+    assert [p["rejected"] for p in control.power] == [True, True, True, True, False]
+    assert all(a["value"] > b["value"] for a, b in zip(control.power, control.power[1:]))
+
+
+def test_model_check_count_rule_fails_when_every_seed_misses(monkeypatch):
+    # three converged seeds whose selectors are frozen at another kernel: 3 of 3 miss, NOT REPRODUCED on the count
+    wrong = [{"fig2": stand_in_run(L=5, test_L=(1, 2, 5), construction=True, wrong_selector=True, seed=s)}
+             for s in (2, 3, 4, 5, 6)]
+    patch_runs(monkeypatch, {"fig2": wrong})
+    outcome = claim.model_check(CheckContext(tier="quick", seed=0))
+    assert outcome.seeds["counts"]["miss"] == 3 and outcome.verdict == "fail"
+    assert len(set(outcome.seeds["metrics"]["parent_loss_gap"]["values"])) == 3
 
 
 def test_model_check_fails_a_converged_run_that_cannot_represent_bma(monkeypatch):

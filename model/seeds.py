@@ -1,0 +1,40 @@
+"""Which training seeds decide a report and which may tune a preset: two disjoint ranges.
+
+A report trains every trained reproduction on several seeds drawn from ``[0, DEV_SEED_MIN)``; presets are tuned
+only on development seeds ``>= DEV_SEED_MIN``. Tuning code calls :func:`require_dev_seeds`, which refuses a
+report seed, so a preset is never adjusted while looking at the numbers it will be judged by.
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+#: Development seeds (tuning, probes) are integers >= this; report training seeds are below it.
+DEV_SEED_MIN = 1000
+#: Training seeds per trained reproduction: at least 3 in the quick tier and at least 5 in the full tier.
+SEEDS_PER_TIER = {"quick": 3, "full": 5}
+
+
+def report_training_seeds(report_seed: int, name: str, n: int) -> list[int]:
+    """``n`` distinct training seeds in ``[0, DEV_SEED_MIN)`` for the runs named ``name`` of report ``report_seed``.
+
+    Derived from (report seed, name) alone, so a claim added to the report never shifts another's seeds; the first
+    ``n`` of a longer list, so the quick tier's seeds are the full tier's first ones.
+    """
+    if not isinstance(n, int) or not 1 <= n <= DEV_SEED_MIN:
+        raise ValueError(f"n must be an integer in 1..{DEV_SEED_MIN}, got {n!r}")
+    if not isinstance(report_seed, (int, np.integer)) or report_seed < 0:
+        raise ValueError(f"report_seed must be a non-negative integer, got {report_seed!r}")
+    rng = np.random.default_rng(np.random.SeedSequence([int(report_seed), zlib.crc32(name.encode())]))
+    return [int(s) for s in rng.permutation(DEV_SEED_MIN)[:n]]
+
+
+def require_dev_seeds(seeds, *, argument: str = "seeds") -> list[int]:
+    """``seeds`` as a list, after checking each is a development seed (an integer >= ``DEV_SEED_MIN``)."""
+    seeds = list(seeds)
+    bad = [s for s in seeds if not isinstance(s, (int, np.integer)) or s < DEV_SEED_MIN]
+    if not seeds or bad:
+        raise ValueError(f"{argument} must be development seeds (integers >= {DEV_SEED_MIN}, disjoint from the "
+                         f"report's training seeds); got {bad or seeds!r}")
+    return [int(s) for s in seeds]

@@ -1,0 +1,30 @@
+"""Shared by the trained regression tests: rerun the quick tier's model checks of some claims, with the reference
+report's seed, and compare each value (within the tolerance its check states), verdict and reason with
+reports/reference/results.json. The claims are split over two test files so that two test workers share them."""
+from __future__ import annotations
+
+import json
+
+from bma_verify.reports.builder import run_claims
+from bma_verify.reports.core import CheckContext
+from bma_verify.reports.registry import CLAIMS
+from bma_verify.reports.regression import REFERENCE_DIR, compare_results
+
+#: The claims each trained regression file reruns (together: every claim with a model check).
+GROUPS = {
+    "fig2_run": ("exp-fig2-attention", "exp-fig3-parameters", "thm2-consistency", "exp-fig5-generalization",
+                 "exp-fig6-column-alignment", "prop1-invariance", "ext-selective-depth", "prop2-ds-quadratic"),
+    "others": ("exp-robustness", "ext-dag-training", "footnote1-selective-induction", "bma-score-identity",
+               "thm1-construction", "thm3-init-gradient", "ext-dag-construction"),
+}
+
+
+def rerun_and_compare(group: str, figures_dir) -> list[str]:
+    """What moved (empty when nothing did) when the model checks of ``GROUPS[group]`` are rerun."""
+    reference = json.loads((REFERENCE_DIR / "results.json").read_text())
+    assert reference["tier"] == "quick"
+    claims = [c for c in CLAIMS if c.id in GROUPS[group]]
+    ctx = CheckContext(tier="quick", seed=reference["seed"], figures_dir=figures_dir)
+    current = {"claims": run_claims(claims, ctx, kinds=("model",))}
+    assert sum(len(c["checks"]) for c in current["claims"]) >= len(claims)
+    return compare_results(reference, current)
