@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bma_verify.model._common import train_steps
+from bma_verify.model.convergence import plateau_test
 from bma_verify.model.dag_families import mean_and_se, per_context_kl
 from bma_verify.model.pair_attention import PairAttentionConfig, PairAttentionTransformer
 from bma_verify.model.structured import StructuredTransformer
@@ -126,13 +127,15 @@ class DagTrainConfig:
     grad_clip: float = 1.0
     warmup: int = 50
     eval_contexts: int = 1000
+    eval_every: int = 100  # steps between points of the held-out curve that convergence is judged on
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.model not in DAG_MODELS:
             raise ValueError(f"model must be one of {DAG_MODELS}, got {self.model!r}")
         for name, minimum in (("d", 2), ("k", 1), ("H", 2), ("L", 1), ("K", 1), ("batch_size", 1), ("steps", 0),
-                              ("warmup", 0), ("eval_contexts", 2), ("seed", 0)):
+                              ("warmup", 0), ("eval_contexts", 2), ("eval_every", 1),
+                              ("seed", 0)):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
                 raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -162,17 +165,20 @@ def eval_task(config: DagTrainConfig, kernels):
                            rng=np.random.default_rng([config.seed, 2, config.L]))
 
 
-@torch.no_grad()
-def evaluate_dag_model(model: nn.Module, kernels, batch, k: int) -> dict:
-    """L_pa and query-loss gaps of ``model`` to BMA on ``batch`` (rows h >= k), per-context means ± SE."""
-    model.eval()
-    log_q, log_f = model(batch.context, batch.query)
-    log_q, log_f = log_q.double().numpy(), log_f.double().numpy()
-    posterior = dag_parent_posterior(kernels, batch.context)
+def bma_laws(kernels, batch, examples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(log set posterior (B, H, C), BMA predictive (B, H, d)) of ``batch`` reading its last ``examples`` context
+    examples (all of them when None)."""
+    context = batch.context if examples is None else batch.context[:, batch.context.shape[1] - examples:]
     with np.errstate(divide="ignore"):
-        log_p = np.log(posterior)
+        log_p = np.log(dag_parent_posterior(kernels, context))
+    return log_p, dag_bma_predictive(kernels, context, batch.query)
+
+
+def gaps_to_bma(log_q, log_f, reference, batch, k: int) -> dict:
+    """L_pa and query-loss gaps of the laws (log Q (B, H, C), log f (B, H, d)) to BMA's ``reference``
+    (:func:`bma_laws`) on ``batch`` (rows h >= k), per-context means ± SE."""
+    log_p, predictive = reference
     kl = per_context_kl(log_p, log_q, k)  # (B,)
-    predictive = dag_bma_predictive(kernels, batch.context, batch.query)
     q = batch.query[..., :, None]
     model_nll = -np.take_along_axis(log_f, q, -1)[..., 0][:, k:].mean(-1)  # (B,)
     bma_nll = -np.log(np.take_along_axis(predictive, q, -1)[..., 0][:, k:]).mean(-1)
@@ -180,10 +186,30 @@ def evaluate_dag_model(model: nn.Module, kernels, batch, k: int) -> dict:
     pick = lambda lp: -np.take_along_axis(lp[:, k:], index[..., None], -1)[..., 0].mean()  # noqa: E731
     lpa_gap, lpa_gap_se = mean_and_se(kl)
     query_gap, query_gap_se = mean_and_se(model_nll - bma_nll)
-    model.train()
     return {"lpa_gap": lpa_gap, "lpa_gap_se": lpa_gap_se, "query_gap": query_gap, "query_gap_se": query_gap_se,
             "lpa_model": float(pick(log_q)), "lpa_bma": float(pick(log_p)),
             "loss_model": float(model_nll.mean()), "loss_bma": float(bma_nll.mean())}
+
+
+@torch.no_grad()
+def evaluate_dag_model(model: nn.Module, kernels, batch, k: int, reference=None) -> dict:
+    """L_pa and query-loss gaps of ``model`` to BMA on ``batch`` (rows h >= k), per-context means ± SE;
+    ``reference`` is :func:`bma_laws` of the batch (computed when None)."""
+    model.eval()
+    log_q, log_f = model(batch.context, batch.query)
+    model.train()
+    reference = bma_laws(kernels, batch) if reference is None else reference
+    return gaps_to_bma(log_q.double().numpy(), log_f.double().numpy(), reference, batch, k)
+
+
+def truncated_bma_evaluation(kernels, batch, k: int, examples: int) -> dict:
+    """:func:`evaluate_dag_model`'s gaps for BMA reading only the last ``examples`` of the batch's L context
+    examples (the near miss of ``ext-dag-training``: ``examples = L`` is BMA itself, gap 0)."""
+    L = batch.context.shape[1]
+    if not isinstance(examples, (int, np.integer)) or not 1 <= examples <= L:
+        raise ValueError(f"examples must be an integer in 1..{L}, got {examples!r}")
+    log_p, predictive = bma_laws(kernels, batch, examples)
+    return gaps_to_bma(log_p, np.log(predictive), bma_laws(kernels, batch), batch, k)
 
 
 def train_dag(config: DagTrainConfig, *, record_every: int = 50) -> dict:
@@ -191,25 +217,32 @@ def train_dag(config: DagTrainConfig, *, record_every: int = 50) -> dict:
 
     Keys: ``config``, ``init`` and ``final`` (:func:`evaluate_dag_model` on the held-out contexts at
     initialisation and after training), ``losses`` ([step, mean training loss since the last record]),
-    ``converged`` (the mean training loss of the last quarter of the steps is within 0.01 nats of the quarter
-    before: a plateau), ``seconds``.
+    ``curve`` ([step, held-out query-loss gap] every ``eval_every`` steps and at the end), ``plateau``
+    (:func:`model.convergence.plateau_test` on that curve), ``converged`` (the older flag: the mean training
+    loss of the last quarter of the steps within 0.01 nats of the quarter before), ``seconds``.
     """
     start = time.perf_counter()
     kernels = run_kernels(config)
     generator = torch.Generator().manual_seed(int(config.seed))
     model = build_dag_model(config, generator)
     held_out = eval_task(config, kernels)
-    init = evaluate_dag_model(model, kernels, held_out, config.k)
+    reference = bma_laws(kernels, held_out)
+    init = evaluate_dag_model(model, kernels, held_out, config.k, reference)
+    curve = []
     selector = [p for n, p in model.named_parameters() if n.startswith(("T", "W_KQ"))]
     others = [p for n, p in model.named_parameters() if not n.startswith(("T", "W_KQ"))]
     groups = [{"params": others, "scale": 1.0}, {"params": selector, "scale": config.selector_lr_scale}]
 
     def step_loss(step: int) -> torch.Tensor:
+        if step % config.eval_every == 0:  # the model before this step's update
+            curve.append([step, evaluate_dag_model(model, kernels, held_out, config.k, reference)["query_gap"]])
         batch = sample_dag_task(kernels, config.batch_size, config.L, config.H,
                                 rng=np.random.default_rng([config.seed, 1, step]))
         return model.loss(batch.context, batch.query)
 
     losses, converged = train_steps(model, groups, config, step_loss, record_every=record_every)
-    final = evaluate_dag_model(model, kernels, held_out, config.k)
-    return {"config": asdict(config), "init": init, "final": final, "losses": losses, "converged": converged,
-            "seconds": time.perf_counter() - start, "model": model}
+    final = evaluate_dag_model(model, kernels, held_out, config.k, reference)
+    curve.append([config.steps, final["query_gap"]])
+    plateau = plateau_test([c[0] for c in curve], [c[1] for c in curve]) | {"objective": "held-out query-loss gap"}
+    return {"config": asdict(config), "init": init, "final": final, "losses": losses, "curve": curve,
+            "plateau": plateau, "converged": converged, "seconds": time.perf_counter() - start, "model": model}

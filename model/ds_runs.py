@@ -1,11 +1,10 @@
 """The DS models of the ``prop2-ds-quadratic`` model checks beyond plain training: BMA planted in the key-norm
-selector (the control), a model at the initial weights of its run (the FFN's control), and attention maps.
+selector, with its weights shrunk by a factor (the near-miss controls' power curve), one trained and evaluated model
+(the FFN), and attention maps.
 
 Each function builds or evaluates models of :mod:`model.ds`; the checks decide on what these return.
 """
 from __future__ import annotations
-
-from dataclasses import replace
 
 import numpy as np
 import torch
@@ -16,39 +15,42 @@ from bma_verify.numerics.ds import check_orthogonal, check_rho, ds_parent_poster
 from bma_verify.numerics.ds_fit import exact_score_parameters
 
 
-def exact_key_norm_model(A, rho, cfg: DSModelConfig) -> DSModel:
-    """The key-norm selector at the exact (W*, c*) with read-out ρA: BMA by construction, so it has no gap.
+def exact_key_norm_model(A, rho, cfg: DSModelConfig, scale: float = 1.0) -> DSModel:
+    """The key-norm selector at ``scale`` × the exact (W*, c*) with read-out ρA: BMA by construction at scale 1
+    (no gap); a tempered posterior, off BMA, at any other scale.
 
     ``cfg.selector`` must be ``"key-norm"``; the weights are those of Proposition 2
     (:func:`numerics.ds_fit.exact_score_parameters`).
     """
     if cfg.selector != "key-norm":
         raise ValueError(f"cfg.selector must be 'key-norm', got {cfg.selector!r}")
+    if not np.isfinite(scale) or scale < 0:
+        raise ValueError(f"scale must be a finite number >= 0, got {scale!r}")
     A, rho = check_orthogonal(A), check_rho(rho)
     model = DSModel(cfg)
     W, c = exact_score_parameters(A, rho)
     with torch.no_grad():
-        model.W.copy_(torch.as_tensor(W))
-        model.c.fill_(c)
+        model.W.copy_(torch.as_tensor(scale * W))
+        model.c.fill_(scale * c)
         model.W_O.copy_(torch.as_tensor(rho * A))  # row form of the BMA mean ρAᵀx
     return model
 
 
-def train_with_initial_weights(cfg: DSModelConfig, A, rho, train: TrainConfig, L_values, *, n_eval: int,
-                               quiet: bool = True) -> dict:
-    """Train one model and evaluate it beside the same model at its initial weights.
+def shrunk_key_norm_evaluations(A, rho, cfg: DSModelConfig, scales, L_values, *, n_eval: int, seed: int) -> dict:
+    """{scale: :func:`model.ds.evaluate_ds_model` of :func:`exact_key_norm_model` at that scale}, every scale on
+    the same contexts (those of :func:`model.ds.evaluation_rng` of ``seed``)."""
+    return {float(s): evaluate_ds_model(exact_key_norm_model(A, rho, cfg, s), A, rho, L_values, n_eval=n_eval,
+                                        rng=evaluation_rng(seed)) for s in scales}
 
-    The initial model is :func:`model.ds.train_ds_models` for one step at learning rate 0 with the same seed (the
-    same draws, unchanged). Both are evaluated by :func:`model.ds.evaluate_ds_model` on the contexts of
-    :func:`model.ds.evaluation_rng` (those of :func:`model.ds.run_ds_experiment` with the same seed).
-    Returns ``{"model", "history", "eval", "init_eval"}``.
-    """
+
+def train_and_evaluate(cfg: DSModelConfig, A, rho, train: TrainConfig, L_values, *, n_eval: int,
+                       quiet: bool = True) -> dict:
+    """Train one model (:func:`model.ds.train_ds_models`) and evaluate it (:func:`model.ds.evaluate_ds_model`) on
+    the contexts of :func:`model.ds.evaluation_rng` (those of :func:`model.ds.run_ds_experiment` with the same
+    seed). Returns ``{"model", "history", "eval"}``."""
     (model,), (history,) = train_ds_models([cfg], A, rho, train, quiet=quiet)
-    at_init = replace(train, steps=1, batch_size=2, lr=0.0, ffn_lr=0.0)
-    (init,), _ = train_ds_models([cfg], A, rho, at_init)
-    evals = {name: evaluate_ds_model(m, A, rho, L_values, n_eval=n_eval, rng=evaluation_rng(train.seed))
-             for name, m in (("trained", model), ("init", init))}
-    return {"model": model, "history": history, "eval": evals["trained"], "init_eval": evals["init"]}
+    return {"model": model, "history": history,
+            "eval": evaluate_ds_model(model, A, rho, L_values, n_eval=n_eval, rng=evaluation_rng(train.seed))}
 
 
 def attention_maps(models: dict, A, rho, context: np.ndarray, query: np.ndarray) -> list[tuple[str, np.ndarray]]:
@@ -64,3 +66,4 @@ def final_train_loss(history: dict) -> float:
     """Mean training loss over the last 10 % of steps of a :func:`model.ds.train_ds_models` history."""
     loss = history["loss"]
     return float(np.mean(loss[-max(1, len(loss) // 10):]))
+

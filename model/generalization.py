@@ -40,6 +40,24 @@ def selector_only_grid(runs: list[TrainRun], kernel: np.ndarray, batches: dict) 
 def truncated_reader_grid(kernel: np.ndarray, batches: dict, train_L) -> dict[int, list[float]]:
     """{training L: [L_pa^{L'} − BMA's at each L']} of BMA reading only the last min(L, L') of the L' examples:
     an ideal reader of its training L examples, for which larger L generalizes better (fig5's control)."""
-    return {Lt: [analysis.truncated_bma_metrics(kernel, batch, min(Lt, L))["parent_loss_gap"]
-                 for L, batch in batches.items()]
-            for Lt in train_L}
+    return reader_grids(kernel, batches, [{L: L for L in train_L}])[0]
+
+
+def reader_grids(kernel: np.ndarray, batches: dict, reads: list[dict[int, int]]) -> list[dict[int, list[float]]]:
+    """One grid per ``reads`` entry {training L: m}: {training L: [L_pa^{L'} − BMA's of BMA reading only the last
+    min(m, L') of the L' examples, at each L']}. Each (min(m, L'), L') is computed once for all the grids (fig5's
+    power curve moves m row by row)."""
+    table: dict[tuple[int, int], float] = {}
+
+    def gap(m: int, L: int) -> float:
+        m = min(int(m), L)
+        if m == L:  # BMA itself
+            return 0.0
+        if (m, L) not in table:
+            table[(m, L)] = analysis.truncated_bma_metrics(kernel, batches[L], m)["parent_loss_gap"]
+        return table[(m, L)]
+
+    for row in reads:
+        if any(int(m) < 1 for m in row.values()):
+            raise ValueError(f"reads must give every training L at least 1 example, got {row!r}")
+    return [{Lt: [gap(m, L) for L in batches] for Lt, m in row.items()} for row in reads]

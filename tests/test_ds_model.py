@@ -8,7 +8,8 @@ import torch
 
 from bma_verify.model.ds import (DSModel, DSModelConfig, TrainConfig, evaluate_ds_model, pad_context, train_ds_models,
                                  train_ds_preset, training_batch)
-from bma_verify.model.ds_runs import exact_key_norm_model, final_train_loss, train_with_initial_weights
+from bma_verify.model.ds_runs import (exact_key_norm_model, final_train_loss, shrunk_key_norm_evaluations,
+                                      train_and_evaluate)
 from bma_verify.numerics.ds import ds_bma_mean, ds_parent_posterior, random_orthogonal, sample_ds_task
 from bma_verify.numerics.ds_fit import exact_score_parameters
 
@@ -255,11 +256,17 @@ def test_exact_key_norm_model_is_bma_in_float32():
         exact_key_norm_model(A, RHO, DSModelConfig(d=3, H=5, L=4, selector="bilinear"))
 
 
-def test_model_at_initial_weights_shares_the_runs_draws_and_contexts():
-    # Reference: a run at learning rate 0 is its own initial model, so both evaluations must be identical.
+def test_shrunk_exact_key_norm_model_is_off_bma_and_trained_evaluation_uses_the_runs_contexts():
+    # Reference: scale 1 is BMA (gap 0); scale 0.5 a tempered posterior (gap > 0); a run at learning rate 0 keeps its
+    # initial weights, so training and evaluating it twice gives identical evaluations.
     A = random_orthogonal(3, rng=np.random.default_rng(4))
+    kn = DSModelConfig(d=3, H=5, L=4, selector="key-norm", copier="exact")
+    evals = shrunk_key_norm_evaluations(A, RHO, kn, (0.5, 1.0), (1, 4), n_eval=50, seed=5)
+    assert max(evals[1.0]["gap"]) < 1e-6 < min(evals[0.5]["gap"])
+    with pytest.raises(ValueError, match="scale must be a finite number"):
+        exact_key_norm_model(A, RHO, kn, -1.0)
     cfg = DSModelConfig(d=3, H=5, L=4, selector="ffn", copier="exact", ffn_hidden=4, ffn_spare=1)
     train = TrainConfig(steps=1, batch_size=2, lr=0.0, ffn_lr=0.0, seed=5)
-    run = train_with_initial_weights(cfg, A, RHO, train, (1, 3), n_eval=20)
-    assert run["eval"] == run["init_eval"]
+    runs = [train_and_evaluate(cfg, A, RHO, train, (1, 3), n_eval=20) for _ in range(2)]
+    assert runs[0]["eval"] == runs[1]["eval"]
     assert final_train_loss({"loss": list(range(20))}) == 18.5  # the mean of the last 10 % (2 of 20 steps)

@@ -11,7 +11,7 @@ import torch
 
 from bma_verify.model.selective_training import (SelectiveTrainConfig, build_selective_model, eval_batch,
                                                  evaluate_selective_model, make_batch, run_kernel,
-                                                 train_selective)
+                                                 train_selective, truncated_bayes_evaluation)
 from bma_verify.model.structured import StructuredConfig, StructuredTransformer
 from bma_verify.numerics.selective_induction import (bayes_at_last, padded_kernel, sample_selective_induction,
                                                      window_batch, windows)
@@ -129,3 +129,25 @@ def test_shared_schedule_and_plateau_rule():
     assert warmup_cosine_lr(0.1, 10, 110, 60) == pytest.approx(0.05)
     assert warmup_cosine_lr(0.1, 10, 110, 110) == pytest.approx(0.0, abs=1e-15)
     assert plateaued([1.0] * 40 + [0.5] * 40) and not plateaued(list(np.linspace(1.0, 0.0, 80)))
+
+
+def test_bayes_reading_fewer_windows_is_its_kl_to_the_full_lag_posterior():
+    # reference: the lag posterior by brute force, softmax over κ of Σ_{t−m ≤ s < t} log P*(x_s | x_{s−κ})
+    config = SelectiveTrainConfig(eval_contexts=30, seed=3)
+    kernel = run_kernel(config)
+    batch = eval_batch(config, kernel)
+    x, t, lags = batch["sequences"], config.target, np.asarray(config.lags)
+
+    def posterior(m):
+        loglik = np.array([[sum(np.log(kernel[seq[s - k], seq[s]]) for s in range(t - m, t)) for k in lags]
+                           for seq in x])
+        w = np.exp(loglik - loglik.max(1, keepdims=True))
+        return w / w.sum(1, keepdims=True)
+
+    p, q = posterior(config.L), posterior(3)
+    np.testing.assert_allclose(p, batch["lag_posterior"], atol=1e-12)
+    expected = (p * (np.log(p) - np.log(q))).sum(1).mean()
+    assert truncated_bayes_evaluation(kernel, config, batch, 3)["lag_gap"] == pytest.approx(expected, rel=1e-9)
+    assert truncated_bayes_evaluation(kernel, config, batch, config.L)["lag_gap"] == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="windows must be an integer in 1..8"):
+        truncated_bayes_evaluation(kernel, config, batch, 9)

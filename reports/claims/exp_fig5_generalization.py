@@ -1,28 +1,29 @@
 """Claim exp-fig5-generalization: models trained at L reach L_pa^{L'} near BMA for many test L', and smaller
 training L generalizes better (Figure 5).
 
-The check reads fig5's preset runs under named readings of what the model does with example offsets beyond the
-training L (R1 end to end, R2 with one head budget at the full tier, R3 the selector alone on exact copies). The
-end-to-end readings decide, once every run's held-out curve has plateaued: the claim is reproduced when R1 or R2
-reproduces it, not reproduced when both fail; R3 is a diagnostic of the selector and never decides. Its control is
-the grid of an ideal reader of min(L, L') examples, for which larger L generalizes better. How the runs were chosen:
-docs/notes/exp-fig5-generalization.md.
+The check reads fig5's preset runs on the report's training seeds (3 at the quick tier, 5 at the full tier) under
+named readings of what the model does with example offsets beyond the training L (R1 end to end, R2 with one head
+budget at the full tier, R3 the selector alone on exact copies). Each end-to-end reading is decided over the seeds
+by the count rule, every seed's runs judged converged by their own plateau tests; the claim is reproduced when R1 or
+R2 reproduces it, not reproduced when both fail. R3 is a diagnostic of the selector and never decides. The near-miss
+control is a grid of ideal readers (BMA reading a fixed number of examples per training L) still ordered the wrong
+way; its power curve moves those numbers from the training L (larger L generalizes better) to the reverse order
+(the claimed one). How the runs and the control were chosen: docs/notes/exp-fig5-generalization.md.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
 from bma_verify.model import analysis, figures
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.convergence import runs_plateau
-from bma_verify.model.generalization import (end_to_end_grid, held_out_batches, selector_only_grid,
-                                             truncated_reader_grid)
+from bma_verify.model.generalization import end_to_end_grid, held_out_batches, reader_grids, selector_only_grid
 from bma_verify.model.presets import FIG5_R2_PREFIX, fig5_readings
-from bma_verify.reports.checks.trained import (combine_sides, draw_figure, run_convergence, trained_runs,
-                                               trained_verdict)
+from bma_verify.reports.checks.trained import (combine_sides, count_rule_text, count_verdict, draw_figure,
+                                               run_convergence, seed_counts, seeded_runs, seeds_record, seeds_text,
+                                               training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
 
@@ -33,8 +34,8 @@ NEAR_BMA = 0.10
 #: that stalls under one CPU setting moves its row by up to 0.33) and of a row's mean over L' (≤ 0.0098).
 GAP_BAND = 0.04
 MEAN_GAP_BAND = 0.015
-#: Regression tolerances (the reference: quick tier, seed 0). The L = 5 run stalls under avx2, hence the wide
-#: grid tolerance; R3 reads the same runs and R2 (full tier only) has no reference, so both take R1's.
+#: Regression tolerances (the reference: quick tier, first training seed). The L = 5 run stalls under avx2, hence
+#: the wide grid tolerance; R3 reads the same runs and R2 (full tier only) has no reference, so both take R1's.
 MEAN_GAP_TOL, GAP_TOL, OWN_GAP_TOL = {"abs": 0.01}, {"abs": 0.35}, {"abs": 0.16}
 TOLERANCES = {
     "mean_parent_loss_gap": MEAN_GAP_TOL, "grid": GAP_TOL, "own_L_parent_loss_gap": OWN_GAP_TOL,
@@ -50,8 +51,12 @@ DECIDING_READINGS = ("R1", "R2")
 #: The fewest training L values that can decide "smaller L generalizes better": over two, Spearman ρ is ±1
 #: whatever the runs do.
 MIN_TRAIN_L = 3
-#: Training seeds of fig5 at the full tier (the report seed's and one more); the quick tier trains one.
-FIG5_FULL_SEEDS = 2
+#: The control's path: at t, the row of training L reads m = round((1 − t)·L + t·L_rev) examples (L_rev: the
+#: training L in reverse order), so t = 0 is an ideal reader of its training L examples (larger L generalizes
+#: better) and t = 1 the claimed order (the smallest training L reads the most examples).
+CONTROL_PATH = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: The deciding near-miss control: the point of the path nearest the tie (t = 0.5) still ordered the wrong way.
+CONTROL_T = 0.25
 
 #: The reading fig5 is run under: what our model does with example offsets beyond the training L.
 FIG5_READING = ("reading R1: example offsets beyond the training L share the weight of offset L (clipped relative "
@@ -66,7 +71,8 @@ FIG5_READING_R3 = ("reading R3: selector only, each trained W_tf (read from W_KQ
 
 
 def _reading_word(status: str) -> str:
-    return {"pass": "reproduced", "fail": "not reproduced"}.get(status, "undecided (within noise)")
+    return {"pass": "reproduced", "fail": "not reproduced", "inconclusive": "undecided by the count rule"}.get(
+        status, "undecided (within noise)")
 
 
 def _fig5_rule(train_L: list, L_test: list, grid: dict) -> dict:
@@ -102,61 +108,30 @@ def _decide_readings(readings: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The check: every seed's runs, then the seeds combined.
+# The check: every seed's grids and rules, the count rule per reading, the near-miss control.
 
 def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
-    """fig5 under named readings (R1 end to end, R2 with one head budget at the full tier, R3 selector only):
-    L_pa^{L'} − BMA's for each training L; near BMA for many L'? smaller L better? Reproduced when R1 or R2
-    reproduces it, not reproduced when both fail (R3 is shown, never decides). The full tier trains every run on
-    FIG5_FULL_SEEDS seeds: a reading reproduces the claim when it does on every seed, fails it when it fails on
-    every seed, and is undecided otherwise (figures and tables show the report seed's runs; each seed's ρ is in
-    ``by_seed``)."""
-    outcome, info = _fig5_one_seed(ctx, trained_runs(ctx, "fig5"))
-    if not ctx.full:
-        return outcome
-    infos = [info] + [_fig5_one_seed(replace(ctx, figures_dir=None), trained_runs(ctx, "fig5", replicate=r))[1]
-                      for r in range(1, FIG5_FULL_SEEDS)]
-    return _combine_seeds(ctx, outcome, infos)
+    """fig5 under named readings (R1 end to end, R2 with one head budget at the full tier, R3 selector only), on
+    every training seed: L_pa^{L'} − BMA's for each training L; near BMA for many L'? smaller L better? Each
+    reading is decided by the count rule over the seeds; reproduced when R1 or R2 reproduces it, not reproduced when
+    both fail (R3 is shown, never decides). Figures and tables show the first seed's runs; every seed's values are
+    in ``seeds``."""
+    grids = [_compute_grids(runs) for runs in seeded_runs(ctx, "fig5")]
+    decisions = [_seed_decision(g) for g in grids]
+    counts = _count_readings(decisions)
+    verdict, reason, converged = _verdict(grids[0], counts, decisions)
+    record = seeds_record(training_seeds(ctx, "fig5"), [_decide_readings(d["readings"]) for d in decisions],
+                          [d["all"] for d in decisions], [_seed_metrics(g, d) for g, d in zip(grids, decisions)])
+    record["readings"] = {name: {"decides": name in DECIDING_READINGS, "verdict": c["verdict"],
+                                 "reason": c["reason"], "statuses": [d["readings"][name] for d in decisions],
+                                 "counts": seed_counts([d["readings"][name] for d in decisions],
+                                                       [d["tests"][name] for d in decisions])}
+                          for name, c in counts.items()}
+    control, control_grid = _control(grids[0])
+    decided = {**decisions[0], "verdict": verdict, "reason": reason, "converged": converged, "control": control,
+               "control_grid": control_grid, "counts": counts, "seeds": record}
+    return _render(ctx, grids[0], decided)
 
-
-def _combine_seeds(ctx: CheckContext, outcome: CheckOutcome, infos: list[dict]) -> CheckOutcome:
-    """The report seed's outcome with its verdict taken over every seed: a reading counts when it holds on all."""
-    readings = {name: ("pass" if all(i["readings"][name] == "pass" for i in infos)
-                       else "fail" if all(i["readings"][name] == "fail" for i in infos) else "noise")
-                for name in infos[0]["readings"]}
-    converged = runs_plateau({f"seed {i['seed']} {label}": test for i in infos
-                                  for label, test in i["converged"]["runs"].items()})
-    verdict, reason = trained_verdict(_decide_readings(readings), converged, _deciding(readings))
-    by_seed = [{"seed": i["seed"], "converged": i["converged"]["plateaued"],
-                "own_L_parent_loss_gap": i["own_L_parent_loss_gap"],
-                **{name: {"rule": rule["sides"], "reading": i["readings"][name],
-                          "mean_parent_loss_gap": rule["mean_gap"], "spearman": rule["spearman"]}
-                   for name, rule in i["rules"].items()}} for i in infos]
-    seeds_text = (f"Over {len(infos)} training seeds ({', '.join(str(i['seed']) for i in infos)}), a reading counts "
-                  "when it holds on every seed: " + "; ".join(
-                      f"{name} {_reading_word(v)} (ρ = " + " / ".join(f"{i['rules'][name]['spearman']['rho']:+.2f}"
-                                                                    for i in infos) + ")"
-                      for name, v in readings.items()) + ". The rest is the report seed's run: ")
-    return replace(outcome, verdict=verdict, reason=reason, converged=converged,
-                   measured={**outcome.measured, "readings": readings, "by_seed": by_seed},
-                   summary=seeds_text + outcome.summary,
-                   instance=None if verdict != "fail" else outcome.instance)
-
-
-def _fig5_one_seed(ctx: CheckContext, runs_all: dict) -> tuple[CheckOutcome, dict]:
-    """fig5's outcome on one seed's runs, and what the seeds are combined from (readings, rules, convergence)."""
-    grids = _compute_grids(runs_all)
-    decided = _decide(ctx, grids)
-    info = {"seed": grids["first"].config.seed, "readings": decided["readings"], "converged": decided["converged"],
-            "own_L_parent_loss_gap": {**grids["own_gap"],
-                                      **{FIG5_R2_PREFIX + k: g for k, g in grids["own_gap_r2"].items()}},
-            "rules": {"R1": decided["rule"], **({"R2": decided["rule_r2"]} if grids["r2"] else {}),
-                      "R3": decided["rule_r3"]}}
-    return _render(ctx, grids, decided), info
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# compute, decide, render
 
 def _compute_grids(runs_all: dict) -> dict:
     """Every grid of one seed's runs (keyed by training L), with the labels, sizes and own-L gaps they come from."""
@@ -166,43 +141,132 @@ def _compute_grids(runs_all: dict) -> dict:
     L_test = sorted(int(k) for k in runs[labels[0]].metrics["by_test_L"])
     r2 = by_reading.get("R2", {})
     first = runs[labels[0]]
-    batches = held_out_batches(first, L_test)  # the contexts every run is tested on
+    batches = held_out_batches(first, L_test)  # the contexts every run of the seed is tested on
     return {"runs": runs, "r2": r2, "labels": labels, "train_L": [runs[k].config.L for k in labels],
-            "L_test": L_test, "first": first,
+            "L_test": L_test, "first": first, "batches": batches,
             "trained": {**{k: runs[k] for k in labels}, **{FIG5_R2_PREFIX + k: r2[k] for k in labels if r2}},
             "own_gap": {k: runs[k].metrics["parent_loss_gap"] for k in labels},  # each run's L_pa gap at its own L
             "own_gap_r2": {k: r2[k].metrics["parent_loss_gap"] for k in labels} if r2 else {},
             "grid": end_to_end_grid([runs[k] for k in labels], L_test),
             "grid_r2": end_to_end_grid([r2[k] for k in labels], L_test) if r2 else None,
-            "grid_r3": selector_only_grid([runs[k] for k in labels], first.kernel, batches),
-            "control_grid": truncated_reader_grid(first.kernel, batches, [runs[k].config.L for k in labels])}
+            "grid_r3": selector_only_grid([runs[k] for k in labels], first.kernel, batches)}
 
 
-def _decide(ctx: CheckContext, g: dict) -> dict:
-    """fig5's rule on each reading's grid and on the control's; the verdict of one seed."""
+def _seed_decision(g: dict) -> dict:
+    """fig5's rule on each reading's grid of one seed, and the plateau tests of the runs each reading reads
+    (R3 reads R1's runs; ``all``: every run of the seed)."""
     train_L, L_test = g["train_L"], g["L_test"]
-    rule, rule_r3 = _fig5_rule(train_L, L_test, g["grid"]), _fig5_rule(train_L, L_test, g["grid_r3"])
-    rule_r2 = _fig5_rule(train_L, L_test, g["grid_r2"]) if g["r2"] else None
-    readings = {"R1": combine_sides(rule["sides"]), **({"R2": combine_sides(rule_r2["sides"])} if g["r2"] else {}),
-                "R3": combine_sides(rule_r3["sides"])}
-    converged = runs_plateau({label: run_convergence(r.metrics) for label, r in g["trained"].items()})
-    verdict, reason = trained_verdict(_decide_readings(readings), converged, _deciding(readings))
-    if len(train_L) < MIN_TRAIN_L:
-        verdict, reason = "inconclusive", (f"cannot decide: {len(train_L)} training L values (over two, Spearman ρ "
-                                           "is ±1 whatever the runs do)")
-    # the control grid is larger-L-better, so the "smaller L generalizes better" half must reject it
-    control_rule = _fig5_rule(train_L, L_test, g["control_grid"])
-    control = Control("the grid of BMA reading only the last min(L, L') of the L' examples (an ideal reader of its "
-                      "training L examples: larger L generalizes better)",
-                      {"mean_gap": control_rule["mean_gap"], "spearman": control_rule["spearman"],
-                       "near_count": control_rule["near_count"], "rule": control_rule["sides"]},
-                      combine_sides(control_rule["sides"]) == "fail")
-    return {"rule": rule, "rule_r2": rule_r2, "rule_r3": rule_r3, "readings": readings, "converged": converged,
-            "verdict": verdict, "reason": reason, "control_rule": control_rule, "control": control}
+    rules = {"R1": _fig5_rule(train_L, L_test, g["grid"]),
+             **({"R2": _fig5_rule(train_L, L_test, g["grid_r2"])} if g["r2"] else {}),
+             "R3": _fig5_rule(train_L, L_test, g["grid_r3"])}
+    tests = {label: run_convergence(run.metrics) for label, run in g["trained"].items()}
+    r1 = runs_plateau({k: tests[k] for k in g["labels"]})
+    by_reading = {"R1": r1, "R3": r1}
+    if g["r2"]:
+        by_reading["R2"] = runs_plateau({FIG5_R2_PREFIX + k: tests[FIG5_R2_PREFIX + k] for k in g["labels"]})
+    return {"seed": g["first"].config.seed, "rules": rules,
+            "readings": {k: combine_sides(r["sides"]) for k, r in rules.items()}, "tests": by_reading,
+            "all": runs_plateau(tests)}
 
+
+def _count_readings(decisions: list[dict]) -> dict:
+    """{reading: {verdict, reason, converged}}: the count rule over the seeds, each seed's reading with the plateau
+    tests of the runs it reads."""
+    out = {}
+    for name in decisions[0]["readings"]:
+        verdict, reason, converged = count_verdict([d["readings"][name] for d in decisions],
+                                                   [d["tests"][name] for d in decisions])
+        out[name] = {"verdict": verdict, "reason": reason, "converged": converged}
+    return out
+
+
+def _verdict(g: dict, counts: dict, decisions: list[dict]) -> tuple[str, str, dict]:
+    """Reproduced when a deciding reading is reproduced by the count rule, not reproduced when every deciding
+    reading is not; else inconclusive, naming each undecided reading's counts and the runs still improving."""
+    deciding = {k: v for k, v in counts.items() if k in DECIDING_READINGS}
+    overall = count_verdict([_decide_readings(d["readings"]) for d in decisions], [d["all"] for d in decisions])[2]
+    verdicts = [v["verdict"] for v in deciding.values()]
+    if "pass" in verdicts:
+        verdict, reason = "pass", ""
+        plateaued = any(v["converged"]["plateaued"] for v in deciding.values() if v["verdict"] == "pass")
+    elif all(v == "fail" for v in verdicts):
+        verdict, reason, plateaued = "fail", "", True
+    else:
+        stalled = [f"seed {d['seed']}: {', '.join(d['all']['not_plateaued'])}" for d in decisions
+                   if d["all"]["not_plateaued"]]
+        verdict, plateaued = "inconclusive", overall["plateaued"]
+        reason = "; ".join(f"{k} {v['reason'] or _reading_word(v['verdict'])}" for k, v in deciding.items()
+                           if v["verdict"] != "fail") + (f" (still improving: {'; '.join(stalled)})" if stalled else "")
+    if len(g["train_L"]) < MIN_TRAIN_L:
+        verdict, reason = "inconclusive", (f"cannot decide: {len(g['train_L'])} training L values (over two, "
+                                           "Spearman ρ is ±1 whatever the runs do)")
+    return verdict, reason, overall | {"plateaued": plateaued, "by_reading": {k: v["converged"]
+                                                                              for k, v in deciding.items()}}
+
+
+def _seed_metrics(g: dict, d: dict) -> dict:
+    """One seed's numbers, flat (what ``seeds`` gives the median and range of): per reading its ρ, mean gaps and
+    near-BMA counts; each run's L_pa gap at its own L."""
+    out = {}
+    for name, rule in d["rules"].items():
+        out[f"{name}.spearman_rho"] = rule["spearman"]["rho"]
+        out |= {f"{name}.mean_parent_loss_gap.L{L}": gap for L, gap in zip(g["train_L"], rule["mean_gap"])}
+        out |= {f"{name}.test_L_near_bma.L{L}": n for L, n in rule["near_count"].items()}
+    return (out | {f"own_L_parent_loss_gap.{k}": v for k, v in g["own_gap"].items()}
+            | {f"own_L_parent_loss_gap.{FIG5_R2_PREFIX}{k}": v for k, v in g["own_gap_r2"].items()})
+
+
+def _reader_path(train_L: list) -> list[tuple[float, dict]]:
+    """The control's path: (t, {training L: examples read}) at each t of ``CONTROL_PATH``."""
+    reverse = train_L[::-1]
+    return [(t, {L: max(1, math.floor((1 - t) * L + t * Lr + 0.5)) for L, Lr in zip(train_L, reverse)})
+            for t in CONTROL_PATH]
+
+
+def control_power(g: dict) -> tuple[list[dict], list[dict]]:
+    """fig5's rule on the ideal-reader grids of the control's path (first seed's contexts): the power curve
+    ``[{"x": t, "label", "rejected", "value": ρ, "rule", "mean_gap", "examples_read"}]`` and the grids."""
+    path = _reader_path(g["train_L"])
+    grids = reader_grids(g["first"].kernel, g["batches"], [reads for _, reads in path])
+    power = []
+    for (t, reads), grid in zip(path, grids):
+        rule = _fig5_rule(g["train_L"], g["L_test"], grid)
+        power.append({"x": t, "label": "rows read " + ", ".join(f"L{L}: {m}" for L, m in reads.items()),
+                      "rejected": combine_sides(rule["sides"]) == "fail", "value": rule["spearman"]["rho"],
+                      "rule": rule["sides"], "mean_gap": rule["mean_gap"], "spearman": rule["spearman"],
+                      "near_count": rule["near_count"], "examples_read": {f"L{L}": m for L, m in reads.items()}})
+    return power, grids
+
+
+def _control(g: dict) -> tuple[Control, dict]:
+    """The near-miss control (the path's point at ``CONTROL_T``: ideal readers still ordered the wrong way) with the
+    power curve, and its grid."""
+    power, grids = control_power(g)
+    i = CONTROL_PATH.index(CONTROL_T)
+    near = power[i]
+    control = Control(f"ideal readers still ordered the wrong way: the row of training L is BMA reading the last "
+                      f"min(m, L') of the L' examples, m = {', '.join(map(str, near['examples_read'].values()))} "
+                      f"for L = {', '.join(map(str, g['train_L']))} (t = {CONTROL_T} on the path from m = L, t = 0, "
+                      "to the reverse order, t = 1)",
+                      {k: near[k] for k in ("examples_read", "mean_gap", "spearman", "near_count", "rule")},
+                      near["rejected"], power=power)
+    return control, grids[i]
+
+
+def power_summary(power: list[dict]) -> str:
+    """'the rule rejects t = 0, 0.25; reads within noise at 0.5; passes 0.75, 1'."""
+    groups = {"rejects": [], "reads within noise at": [], "passes": []}
+    for p in power:
+        status = combine_sides(p["rule"])
+        groups[{"fail": "rejects", "pass": "passes"}.get(status, "reads within noise at")].append(f"{p['x']:g}")
+    return "; ".join(f"{k} t = {', '.join(v)}" for k, v in groups.items() if v)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# render
 
 def _render(ctx: CheckContext, g: dict, d: dict) -> CheckOutcome:
-    """The outcome of one seed: measured grids and rules, figures, tables, summary and assumptions."""
+    """The outcome: the verdict over the seeds, the first seed's measured grids, figures and tables."""
     runs, labels = g["runs"], g["labels"]
     figs = draw_figure(ctx, "fig5_grid.png",
                        lambda p: figures.generalization_grid({k: runs[k].metrics for k in labels}, p))
@@ -211,13 +275,30 @@ def _render(ctx: CheckContext, g: dict, d: dict) -> CheckOutcome:
             {k: g["r2"][k].metrics for k in labels}, p))
     first = g["first"]
     return CheckOutcome(
-        verdict=d["verdict"], measured=_measured(g, d), threshold=_threshold(ctx, g, d), summary=_summary(g, d),
-        tables=_tables(g), figures=figs, control=d["control"], reason=d["reason"], converged=d["converged"],
-        assumptions=_assumptions(g, d),
+        verdict=d["verdict"], measured=_measured(g, d), threshold=_threshold(g, d),
+        summary=_seeds_summary(d) + _summary(g, d), tables=_tables(g, d), figures=figs, control=d["control"],
+        reason=d["reason"], converged=d["converged"], assumptions=_assumptions(g, d), seeds=d["seeds"],
         instance=None if d["verdict"] != "fail" else {
-            "mean_parent_loss_gap": dict(zip(labels, d["rule"]["mean_gap"])), "kernel": first.kernel.tolist(),
+            "mean_parent_loss_gap": dict(zip(labels, d["rules"]["R1"]["mean_gap"])), "kernel": first.kernel.tolist(),
             "reproduce": f"bma-verify train --preset fig5 --tier {ctx.tier} --seed {first.config.seed}"},
         tolerances=TOLERANCES)
+
+
+def _seeds_summary(d: dict) -> str:
+    """Each reading's count over the seeds, with its ρ's median and range."""
+    record, metrics = d["seeds"], d["seeds"]["metrics"]
+
+    def reading(name: str) -> str:
+        c, rho = record["readings"][name]["counts"], metrics[f"{name}.spearman_rho"]
+        return (f"{name}{'' if name in DECIDING_READINGS else ' (diagnostic, never decides)'} "
+                f"{_reading_word(d['counts'][name]['verdict'])} ({c['meet']} seeds meet the rule, {c['miss']} miss "
+                f"it, {c['undecided']} within noise, {c['not_converged']} not converged; ρ median "
+                f"{rho['median']:+.2f}, range {rho['min']:+.2f}..{rho['max']:+.2f})")
+
+    return (f"{seeds_text(record)} (a seed meets the rule when R1 or R2 does). Count rule per reading "
+            f"({count_rule_text(record['n'])}): " + "; ".join(reading(name) for name in d["counts"])
+            + f". The rest is the first seed's runs (training seed {d['seed']}): ")
+
 
 
 def _rule_measured(rule: dict, labels: list, grid: dict, runs: dict) -> dict:
@@ -229,27 +310,32 @@ def _rule_measured(rule: dict, labels: list, grid: dict, runs: dict) -> dict:
 
 
 def _measured(g: dict, d: dict) -> dict:
-    runs, labels = g["runs"], g["labels"]
+    """The first seed's grids and rules (regression compares them), its readings, and each reading's verdict by
+    the count rule over the seeds (``count_readings``)."""
+    runs, labels, rules = g["runs"], g["labels"], d["rules"]
     r2 = {} if not g["r2"] else {"R2_shared_budget": {
-        **_rule_measured(d["rule_r2"], labels, g["grid_r2"], runs), "own_L_parent_loss_gap": g["own_gap_r2"],
-        "rule": d["rule_r2"]["sides"]}}
-    r1 = _rule_measured(d["rule"], labels, g["grid"], runs)
-    return {"readings": d["readings"], **r2,
-            "R3_selector_only": {**_rule_measured(d["rule_r3"], labels, g["grid_r3"], runs),
-                                 "rule": d["rule_r3"]["sides"]},
+        **_rule_measured(rules["R2"], labels, g["grid_r2"], runs), "own_L_parent_loss_gap": g["own_gap_r2"],
+        "rule": rules["R2"]["sides"]}}
+    r1 = _rule_measured(rules["R1"], labels, g["grid"], runs)
+    return {"readings": d["readings"], "count_readings": {k: v["verdict"] for k, v in d["counts"].items()}, **r2,
+            "R3_selector_only": {**_rule_measured(rules["R3"], labels, g["grid_r3"], runs),
+                                 "rule": rules["R3"]["sides"]},
             "mean_parent_loss_gap": r1["mean_parent_loss_gap"], "test_L_near_bma": r1["test_L_near_bma"],
             "spearman_train_L_vs_mean_gap": r1["spearman_train_L_vs_mean_gap"],
             "own_L_parent_loss_gap": g["own_gap"], "grid": r1["grid"], "L_test": g["L_test"]}
 
 
-def _threshold(ctx: CheckContext, g: dict, d: dict) -> dict:
+def _threshold(g: dict, d: dict) -> dict:
+    ideal = d["control"].power[0]["spearman"]["rho"]
     return {"near_bma": f"L_pa^{{L'}} − BMA's < {NEAR_BMA} nats (band ±{GAP_BAND})",
-            "many": f"at least {d['rule']['many']} of the {len(g['L_test'])} tested L' (half), for some training L",
+            "many": f"at least {d['rules']['R1']['many']} of the {len(g['L_test'])} tested L' (half), for some "
+                    "training L",
             "smaller_L_generalizes_better": "Spearman ρ(training L, mean gap over L') > 0 at every shift of "
-                                            f"the mean gaps by ±{MEAN_GAP_BAND} (the ideal "
-                                            f"reader of min(L, L'): {d['control_rule']['spearman']['rho']:+.2f})",
-            "decides": "the end-to-end readings R1 and R2 (R2 at the full tier); R3 is a diagnostic",
-            "converged": PLATEAU_RULE}
+                                            f"the mean gaps by ±{MEAN_GAP_BAND} (the ideal reader of min(L, L'): "
+                                            f"{ideal:+.2f})",
+            "decides": "the end-to-end readings R1 and R2 (R2 at the full tier), each by the count rule over the "
+                       "training seeds; R3 is a diagnostic",
+            "count_rule": count_rule_text(d["seeds"]["n"]), "converged": PLATEAU_RULE}
 
 
 def _reading_text(rule: dict, train_L: list) -> str:
@@ -260,14 +346,15 @@ def _reading_text(rule: dict, train_L: list) -> str:
 
 
 def _summary(g: dict, d: dict) -> str:
-    readings, rule, train_L, L_test = d["readings"], d["rule"], g["train_L"], g["L_test"]
-    sp = rule["spearman"]
+    """The first seed's readings, R1 in detail, and the control with its power curve."""
+    readings, rules, train_L, L_test = d["readings"], d["rules"], g["train_L"], g["L_test"]
+    rule, sp, control = rules["R1"], rules["R1"]["spearman"], d["control"]
     r2_text = (f"R2 (shared head budget, untrained offsets beyond L) {_reading_word(readings['R2'])}: "
-               + _reading_text(d["rule_r2"], train_L)) if g["r2"] else ""
-    return (f"Readings that decide: R1 (end to end, clipped offsets) {_reading_word(readings['R1'])}"
+               + _reading_text(rules["R2"], train_L)) if g["r2"] else ""
+    return (f"R1 (end to end, clipped offsets) {_reading_word(readings['R1'])}"
             + (f"; R2 (shared head budget) {_reading_word(readings['R2'])}" if g["r2"] else "")
-            + f". Diagnostic, never decides: R3 (selector only: each trained W_tf on exact copies of the L' "
-              f"examples) {_reading_word(readings['R3'])}. " + r2_text + "R3: " + _reading_text(d["rule_r3"], train_L)
+            + f"; diagnostic, never decides: R3 (selector only: each trained W_tf on exact copies of the L' "
+              f"examples) {_reading_word(readings['R3'])}. " + r2_text + "R3: " + _reading_text(rules["R3"], train_L)
             + f"R1 in detail: run under {FIG5_READING.split(':')[0]} (clipped offsets, K = 2L + 4 heads). Near BMA "
               f"(below {NEAR_BMA} nats by more than the noise band {GAP_BAND}) at "
             + ", ".join(f"{n} of {len(L_test)} L' for L = {L}" for L, n in rule["near_count"].items())
@@ -276,15 +363,16 @@ def _summary(g: dict, d: dict) -> str:
             + ", ".join(f"L = {L}: {gap:.3f}" for L, gap in zip(train_L, rule["mean_gap"]))
             + f"; Spearman ρ(L, mean gap) = {sp['rho']:+.2f} (range {sp['low']:+.2f}..{sp['high']:+.2f} within "
               f"noise; the claim needs > 0): {rule['sides']['smaller_L_generalizes_better']}."
-            + ("" if d["converged"]["plateaued"] else " Still improving (not converged): "
-               + ", ".join(d["converged"]["not_plateaued"]) + ".")
-            + f" Control: an ideal reader of min(L, L') examples (ρ = {d['control_rule']['spearman']['rho']:+.2f}) "
-              f"is {'rejected' if d['control'].rejected else 'NOT rejected'}. Each copier head copies one example, "
-              "so a model trained at L cannot use more than L examples at L' > L under R1, and its heads for "
-              "offsets beyond L' read the wrong examples at L' < L.")
+            + ("" if d["tests"]["R1"]["plateaued"] else " Still improving (not converged): "
+               + ", ".join(d["all"]["not_plateaued"]) + ".")
+            + f" Control: {control.description} (ρ = {control.measured['spearman']['rho']:+.2f}) is "
+              f"{'rejected' if control.rejected else 'NOT rejected'}; along its path the rule "
+            + power_summary(control.power) + ". Each copier head copies one example, so a model trained at L "
+              "cannot use more than L examples at L' > L under R1, and its heads for offsets beyond L' read the "
+              "wrong examples at L' < L.")
 
 
-def _tables(g: dict) -> list[Table]:
+def _tables(g: dict, d: dict) -> list[Table]:
     runs, labels = g["runs"], g["labels"]
     columns = ["train L"] + [f"L'={L}" for L in g["L_test"]]
 
@@ -293,21 +381,23 @@ def _tables(g: dict) -> list[Table]:
 
     r2 = [Table("reading R2 (shared head budget, untrained offsets beyond L): L_pa^{L'} − BMA (nats)", columns,
                 rows(g["grid_r2"]))] if g["r2"] else []
+    reads = d["control"].measured["examples_read"]
     return [Table("reading R1 (end to end): L_pa^{L'} − BMA (nats)", columns, rows(g["grid"])), *r2,
             Table("reading R3 (selector only, exact copies): L_pa^{L'} − BMA (nats)", columns, rows(g["grid_r3"])),
-            Table("control: BMA reading min(L, L') of L' examples, L_pa − BMA", columns,
-                  [[f"L{L}"] + g["control_grid"][L] for L in g["train_L"]])]
+            Table(f"control (t = {CONTROL_T}): BMA reading min(m, L') of L' examples, L_pa − BMA", columns,
+                  [[f"L{L} (m = {reads[f'L{L}']})"] + d["control_grid"][L] for L in g["train_L"]])]
 
 
 def _assumptions(g: dict, d: dict) -> list[str]:
-    readings = d["readings"]
-    return [f"{FIG5_READING}: {_reading_word(readings['R1'])}",
-            *([f"{FIG5_READING_R2}: {_reading_word(readings['R2'])}"] if g["r2"] else []),
-            f"{FIG5_READING_R3}, a diagnostic that never decides: {_reading_word(readings['R3'])}",
+    readings = d["counts"]
+    return [f"{FIG5_READING}: {_reading_word(readings['R1']['verdict'])}",
+            *([f"{FIG5_READING_R2}: {_reading_word(readings['R2']['verdict'])}"] if g["r2"] else []),
+            f"{FIG5_READING_R3}, a diagnostic that never decides: {_reading_word(readings['R3']['verdict'])}",
             f"'near BMA' = L_pa^{{L'}} within {NEAR_BMA} nats of BMA's; 'many' = at least half of the tested L', "
             "for at least one training L (the lenient reading)",
             "'smaller training L generalizes better' = the mean of L_pa^{L'} − BMA's over the tested L' rises with "
-            "the training L (Spearman ρ > 0)"]
+            "the training L (Spearman ρ > 0)",
+            f"{d['seeds']['n']} training seeds per training L; {count_rule_text(d['seeds']['n'])}"]
 
 
 CLAIM = Claim(

@@ -1,10 +1,12 @@
 """Claim ext-selective-depth: D'Angelo et al.'s depth result (their App. B) reproduced at a reduced scale: a
 standard attention-only transformer of depth 2 cannot solve their selective-induction task, one of depth 3 can.
 
-Each seed trains both depths on the same kernel and the same batches (model.attention_only); a run is judged by
-its held-out KL from the Bayes predictive over lags at the positions t ≥ k̂. The quick tier trains nothing (it
-cannot afford several seeds of both depths): it evaluates the control and reads inconclusive; the full tier
-decides. History: docs/notes/ext-selective-depth.md.
+Each training seed (the report's, ``reports.checks.trained.training_seeds``) trains both depths on the same kernel
+and the same batches (model.attention_only); a run is judged by its held-out KL from the Bayes predictive over lags
+at the positions t ≥ k̂, a seed by both depths' runs (:func:`seed_status`), the check by the count rule over the
+seeds whose runs plateaued. The quick tier trains nothing (it cannot afford several seeds of both depths): it
+evaluates the control and its power curve and reads inconclusive; the full tier decides. History:
+docs/notes/ext-selective-depth.md.
 """
 from __future__ import annotations
 
@@ -12,20 +14,23 @@ import numpy as np
 
 from bma_verify.model.attention_only import (AttentionOnlyConfig, held_out, kl_from_bayes, run_kernel,
                                              train_attention_only)
-from bma_verify.model.selective_training import runs_converged
+from bma_verify.model.convergence import runs_plateau
+from bma_verify.reports.checks.trained import count_verdict, seeds_record, seeds_text, training_seeds
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
 
 DEPTHS = (2, 3)
-#: Seeds per depth by tier (the quick tier trains none).
-SEEDS = {"quick": 0, "full": 5}
+#: Tiers that train (the quick tier cannot afford 3 seeds of both depths: 2 × 3 runs of about 2 minutes).
+TRAINS = ("full",)
 #: A run "solves" the task when its held-out KL from the Bayes predictive (nats per position, t ≥ k̂) has its
 #: upper 3-SE bound below this, and "does not" when the lower bound is above it (undecided in between or when the
 #: run has not converged). The uniform-lag predictor (the control) sits near 0.2 nats at these sizes.
 KL_TOL = 0.02
 Z = 3.0
-#: Count rule per depth: a depth solves (does not solve) the task when at least this share of its runs does.
+#: The finding's share: a depth beats the uniform-lag predictor when at least this share of its runs does.
 SHARE = 0.8
+#: The control's power curve: the predictor w · Bayes + (1 − w) · uniform-lag, w → 1 (Bayes).
+POWER_WEIGHTS = (0.0, 0.5, 0.8, 0.9, 0.95, 1.0)
 #: The reduced scale (theirs: |S| = 5, T = 128, batch 256, Adam lr 1e-3, d_model 64, d_QK 32).
 SCALE = {"d": 5, "lags": (1, 2, 3), "T": 32, "batch_size": 64, "lr": 1e-3, "d_model": 64, "d_qk": 32,
          "n_heads": 1, "steps": 3000}
@@ -56,40 +61,36 @@ def lag_finding(runs: dict) -> Finding:
                    f"share of seeds beating it: depth 2 {share[2]:.0%}, depth 3 {share[3]:.0%}")
 
 
-def judge_depth(judgements: list[str]) -> str:
-    """The count rule over one depth's runs."""
-    n = len(judgements)
-    for outcome in ("solves", "does not solve"):
-        if n and judgements.count(outcome) >= SHARE * n:
-            return outcome
-    return "undecided"
-
-
-def decide(depth2: str, depth3: str) -> tuple[str, str]:
-    """pass: depth 3 solves and depth 2 does not (their result); fail: depth 2 solves (their negative result not
-    reproduced at this scale); inconclusive otherwise, with the reason."""
+def seed_status(depth2: str, depth3: str) -> str:
+    """One seed's reading from its two runs' judgements: 'pass' when depth 3 solves and depth 2 does not (their
+    result), 'fail' when depth 2 solves (their negative result not reproduced), 'noise' (undecided) otherwise."""
     if depth2 == "solves":
-        return "fail", ""
-    if depth3 == "solves" and depth2 == "does not solve":
-        return "pass", ""
-    return "inconclusive", f"depth 2 {depth2}, depth 3 {depth3} at this scale: the runs do not separate the depths"
+        return "fail"
+    return "pass" if depth3 == "solves" and depth2 == "does not solve" else "noise"
 
 
 def depth_runs(ctx: CheckContext) -> dict:
-    """{depth: [run records]}, each seed's runs on one kernel; cached per context."""
-    key = ("ext-selective-depth", ctx.tier, ctx.seed)
+    """{depth: [run records]}, each training seed's runs on one kernel; cached per context."""
+    seeds = training_seeds(ctx, "ext-selective-depth")
+    key = ("ext-selective-depth", ctx.tier, tuple(seeds))
     if key not in ctx.cache:
-        seeds = [ctx.seed_for(f"ext-selective-depth:train:{i}") % (2**31) for i in range(SEEDS[ctx.tier])]
         ctx.cache[key] = {depth: [train_attention_only(AttentionOnlyConfig(n_layers=depth, seed=s, **SCALE))
                                   for s in seeds] for depth in DEPTHS}
     return ctx.cache[key]
 
 
-def control_kl(ctx: CheckContext) -> dict:
-    """The uniform-lag predictor (kernel known, lag not inferred) on the first seed's held-out sequences."""
-    config = AttentionOnlyConfig(seed=ctx.seed_for("ext-selective-depth:train:0") % (2**31), **SCALE)
+def control_kl(ctx: CheckContext) -> tuple[dict, list[dict]]:
+    """The uniform-lag predictor (kernel known, lag not inferred) on the first training seed's held-out sequences,
+    and the 'solves' rule's power over w · Bayes + (1 − w) · uniform-lag, w in POWER_WEIGHTS."""
+    config = AttentionOnlyConfig(seed=training_seeds(ctx, "ext-selective-depth")[0], **SCALE)
     batch = held_out(config, run_kernel(config))
-    return kl_from_bayes(np.log(batch["uniform_lag"]), batch, max(config.lags))
+    first = max(config.lags)
+    power = []
+    for w in POWER_WEIGHTS:
+        kl = kl_from_bayes(np.log(w * batch["bayes"] + (1 - w) * batch["uniform_lag"]), batch, first)
+        power.append({"x": w, "label": f"{w:g} × Bayes + {1 - w:g} × uniform-lag", "value": kl["kl"],
+                      "rejected": judge_run(kl, True) != "solves"})
+    return kl_from_bayes(np.log(batch["uniform_lag"]), batch, first), power
 
 
 def _figure(ctx: CheckContext, runs: dict) -> str:
@@ -113,58 +114,71 @@ def _per_depth(runs: dict) -> dict:
     out = {}
     for depth in DEPTHS:
         kls = [r["final"]["kl"] for r in runs[depth]]
-        judged = [judge_run(r["final"], r["converged"]["plateaued"]) for r in runs[depth]]
-        out[f"depth_{depth}"] = {"runs": [{"seed": r["config"]["seed"], **r["final"],
-                                           "converged": r["converged"]["plateaued"],
-                                           "judgement": j, "beats_control": beats_control(r["final"])}
-                                          for r, j in zip(runs[depth], judged)],
+        out[f"depth_{depth}"] = {"runs": [{"seed": r["config"]["seed"], **r["final"], "converged": r["converged"],
+                                           "judgement": judge_run(r["final"], r["converged"]["plateaued"]),
+                                           "beats_control": beats_control(r["final"])} for r in runs[depth]],
                                  "median_kl": float(np.median(kls)) if kls else None,
-                                 "range_kl": [float(min(kls)), float(max(kls))] if kls else None,
-                                 "judgement": judge_depth(judged)}
+                                 "range_kl": [float(min(kls)), float(max(kls))] if kls else None}
     return out
 
 
-def _summary(per_depth: dict, control: dict, ctx: CheckContext) -> str:
+def _seeds_decision(runs: dict, per_depth: dict) -> tuple[str, str, dict, dict]:
+    """(verdict, reason, converged, seeds record) over the training seeds: :func:`seed_status` per seed, a seed
+    counting when both its runs plateaued (``count_verdict``)."""
+    pairs = list(zip(per_depth["depth_2"]["runs"], per_depth["depth_3"]["runs"]))
+    statuses = [seed_status(r2["judgement"], r3["judgement"]) for r2, r3 in pairs]
+    tests = [runs_plateau({"depth 2": a["converged"], "depth 3": b["converged"]})
+             for a, b in zip(runs[2], runs[3])]
+    verdict, reason, converged = count_verdict(statuses, tests)
+    record = seeds_record([r2["seed"] for r2, _ in pairs], statuses, tests,
+                          [{"kl_depth_2": r2["kl"], "kl_depth_3": r3["kl"]} for r2, r3 in pairs])
+    return verdict, reason, converged, record
+
+
+def _summary(per_depth: dict, control: Control, record: dict | None) -> str:
     scale = (f"|S| = {SCALE['d']}, K = {list(SCALE['lags'])}, T = {SCALE['T']}, batch {SCALE['batch_size']}, "
              f"Adam lr {SCALE['lr']}, d_model {SCALE['d_model']}, d_QK {SCALE['d_qk']}, {SCALE['n_heads']} head per "
              f"layer, {SCALE['steps']} steps")
-    if not SEEDS[ctx.tier]:
-        return (f"Quick tier: no training (the full tier trains depth 2 and 3 on {SEEDS['full']} seeds each at "
-                f"{scale}). Control (uniform-lag predictor) KL from the Bayes predictive {control['kl']:.3f} nats.")
+    rejected = [f"{p['x']:g}" for p in control.power if p["rejected"]]
+    power = f"the 'solves' rule rejects w · Bayes + (1 − w) · uniform-lag at w = {', '.join(rejected) or 'none'}"
+    control_text = (f"Control (uniform-lag predictor) KL from the Bayes predictive {control.measured['kl']:.3f} "
+                    f"nats; {power}.")
+    if record is None:
+        return (f"Quick tier: no training (the full tier trains depth 2 and 3 on its training seeds at {scale}). "
+                + control_text)
     parts = [f"depth {d}: KL from the Bayes predictive median {per_depth[f'depth_{d}']['median_kl']:.4f} (range "
-             f"{per_depth[f'depth_{d}']['range_kl'][0]:.4f}–{per_depth[f'depth_{d}']['range_kl'][1]:.4f}) nats, "
-             f"{per_depth[f'depth_{d}']['judgement']}" for d in DEPTHS]
-    return (f"Attention-only transformers at a reduced scale ({scale}), {SEEDS[ctx.tier]} seeds per depth: "
-            + "; ".join(parts) + f" (rule per run: upper/lower {Z:.0f}-SE bound vs {KL_TOL} nats, converged; a depth "
-            f"is judged when {SHARE:.0%} of its runs agree). Control (uniform-lag predictor) KL {control['kl']:.3f}.")
+             f"{per_depth[f'depth_{d}']['range_kl'][0]:.4f}–{per_depth[f'depth_{d}']['range_kl'][1]:.4f}) nats"
+             for d in DEPTHS]
+    return (f"Attention-only transformers at a reduced scale ({scale}): " + "; ".join(parts)
+            + f" (rule per run: upper/lower {Z:.0f}-SE bound vs {KL_TOL} nats; a seed reproduces their result when "
+            f"depth 3 solves and depth 2 does not); {seeds_text(record)}. " + control_text)
 
 
 def depth_reproduction(ctx: CheckContext) -> CheckOutcome:
-    """Reproduction: depth 2 vs depth 3 attention-only transformers on their task; control: the uniform-lag
-    predictor judged by the 'solves' rule."""
-    control = control_kl(ctx)
-    rejected = judge_run(control, True) != "solves"
-    runs = depth_runs(ctx) if SEEDS[ctx.tier] else {depth: [] for depth in DEPTHS}
+    """Reproduction: depth 2 vs depth 3 attention-only transformers on their task, the count rule over training
+    seeds; control: the uniform-lag predictor judged by the 'solves' rule, with its power as it mixes towards
+    Bayes."""
+    control_value, power = control_kl(ctx)
+    control = Control("the uniform-lag predictor (kernel known, lag not inferred) judged by the 'solves' rule",
+                      control_value, rejected=judge_run(control_value, True) != "solves", power=power)
+    trains = ctx.tier in TRAINS
+    runs = depth_runs(ctx) if trains else {depth: [] for depth in DEPTHS}
     per_depth = _per_depth(runs)
-    if SEEDS[ctx.tier]:
-        verdict, reason = decide(per_depth["depth_2"]["judgement"], per_depth["depth_3"]["judgement"])
-    else:
-        verdict, reason = "inconclusive", (f"quick tier cannot decide: the full tier trains {SEEDS['full']} seeds "
-                                           "per depth")
+    verdict, reason, converged, record = "inconclusive", (
+        f"quick tier cannot decide: the {', '.join(TRAINS)} tier trains both depths on its training seeds"), None, None
+    if trains:
+        verdict, reason, converged, record = _seeds_decision(runs, per_depth)
     rows = [[d, r["seed"], f"{r['kl']:.4f} ± {r['kl_se']:.4f}", f"{r['uniform_lag_kl']:.4f}", r["beats_control"],
-             r["converged"], r["judgement"]] for d in DEPTHS for r in per_depth[f"depth_{d}"]["runs"]]
+             r["converged"]["plateaued"], r["judgement"]] for d in DEPTHS for r in per_depth[f"depth_{d}"]["runs"]]
     return CheckOutcome(
-        verdict=verdict, reason=reason, measured={**per_depth, "control_kl": control["kl"], "scale": SCALE},
-        threshold={"kl_tol": KL_TOL, "z": Z, "share": SHARE}, summary=_summary(per_depth, control, ctx),
+        verdict=verdict, reason=reason, measured={**per_depth, "control_kl": control_value["kl"], "scale": SCALE},
+        threshold={"kl_tol": KL_TOL, "z": Z, "count_rule": record["count_rule"] if record else None},
+        summary=_summary(per_depth, control, record), seeds=record, converged=converged, control=control,
         tables=[Table("held-out KL from the Bayes predictive per run (nats per position, t ≥ k̂)",
                       ["depth", "seed", "KL", "uniform-lag KL", "beats it", "converged", "judgement"], rows)]
         if rows else [],
         findings=[lag_finding(runs)] if rows else [],
         figures=[_figure(ctx, runs)] if rows and ctx.figures_dir is not None else [],
-        control=Control("the uniform-lag predictor (kernel known, lag not inferred) judged by the 'solves' rule",
-                        control, rejected=rejected),
-        converged=runs_converged({f"depth {d} seed {r['config']['seed']}": r["converged"] for d in DEPTHS
-                                  for r in runs[d]}) if rows else None,
         assumptions=["a standard attention-only transformer (token + learned position embeddings, residual causal "
                      "attention, no MLP, no layer norm, linear read-out), trained on the next-token loss at every "
                      "position", f"reduced scale: T = {SCALE['T']} (theirs 128), batch {SCALE['batch_size']} (theirs "
@@ -181,7 +195,8 @@ CLAIM = Claim(
     "selective-induction task, three can.",
     "At a reduced, declared scale, attention-only transformers of depth 3 trained on their task reach the Bayes "
     f"predictive over lags (held-out KL ≤ {KL_TOL} nats per position t ≥ k̂, upper {Z:.0f}-SE bound) and those of "
-    "depth 2 do not (lower bound above it), each in at least 80% of the seeds.",
+    "depth 2 do not (lower bound above it), both on at least 80% of the training seeds (count rule over seeds "
+    "whose runs plateaued).",
     (Check("model", depth_reproduction,
            "depth 2 and depth 3 attention-only transformers trained on the same kernels and batches; held-out KL from "
            "the Bayes predictive, median and range over seeds; control: the uniform-lag predictor",

@@ -1,8 +1,9 @@
 """Claim prop1-invariance: the selector is invariant to column shifts of W_tf, not to row shifts.
 
 Checks: both differences simplified symbolically (symbolic); random W, a, b on random contexts (exact); the
-trained W_tf's column vs row softmax, cited from exp-fig6-column-alignment (model). Negative controls: the row
-shift posing as the column shift (symbolic) and the row shift claimed invariant (exact).
+trained W_tf's column vs row softmax, cited from exp-fig6-column-alignment (model: its verdict and reason, decided
+on 5 training seeds at the full tier; the quick tier cannot decide it). Negative controls: the row shift posing as
+the column shift (symbolic), the row shift claimed invariant (exact), and fig6's row-shifted W_tf (model).
 
 Measured values behind the tolerances: docs/notes/prop1-invariance.md.
 """

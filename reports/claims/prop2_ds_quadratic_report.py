@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from bma_verify.model.ds_runs import final_train_loss
+from bma_verify.reports.checks.trained import seeds_text
 from bma_verify.reports.core import CheckContext, Control, Table, new_figure
 
 
@@ -27,6 +28,24 @@ class Readings:
     train_L: int
     gap_tol: float
     below_bilinear_L: int
+
+
+#: The derivation of Proposition 2 the report shows (the trained check shows its last step).
+DERIVATION = [
+    ("Gaussian conditional likelihood of candidate h' (uniform prior over h' < h)",
+     r"\log P(\mathrm{pa}(h)=h' \mid \mathcal D) = \sum_{l=1}^{L} \log \mathcal N\big(x^l_h;\ \rho A^\top "
+     r"x^l_{h'},\ (1-\rho^2) I\big) + \mathrm{const}(h)"),
+    ("expand the square", r"= -\frac{1}{2(1-\rho^2)} \sum_l \big(\|x^l_h\|^2 - 2\rho\, x^{l\top}_{h'} A x^l_h "
+                          r"+ \rho^2 \|A^\top x^l_{h'}\|^2\big) + \mathrm{const}(h)"),
+    ("Proposition 2: a bilinear term and a key-only quadratic term",
+     r"= \frac{\rho}{1-\rho^2} \sum_l x^{l\top}_{h'} A x^l_h \;-\; \frac{\rho^2}{2(1-\rho^2)} \sum_l "
+     r"\|x^l_{h'}\|^2 + \mathrm{const}(h)"),
+    ("the key-norm family contains it; the bilinear family does not (the second term varies with h')",
+     r"W^\star = \tfrac{\rho}{1-\rho^2} A,\quad c^\star = -\tfrac{\rho^2}{2(1-\rho^2)}"),
+    ("gap of a selector A to BMA, measured exactly given each context",
+     r"L_{pa}(A) - L_{pa}(\mathrm{BMA}) = \mathbb E_{\mathcal D} \tfrac{1}{H-1}\sum_{h\ge1} "
+     r"\mathrm{KL}\big(P(\mathrm{pa}(h)=\cdot \mid \mathcal D)\,\|\,A_{h\to\cdot}\big)"),
+]
 
 
 def _save(fig, ctx: CheckContext, filename: str) -> str:
@@ -109,20 +128,14 @@ def fit_figure(ctx: CheckContext, r: Readings, bil: dict, kn: dict, ctl: dict) -
 
 # --------------------------------------------------------------------------------------- the trained check
 
-def trained_measured(r: Readings, s: dict, ev: dict, histories: dict, rule: dict, conv: dict, ffn: dict) -> dict:
-    """``ev``, ``histories``: per model (bilinear, key-norm, ffn); ``ffn``: the FFN's ``rule``, ``init_rule``,
-    ``history`` and ``closing`` L'."""
+def trained_measured(r: Readings, s: dict, ev: dict, histories: dict, rule: dict, conv: dict) -> dict:
+    """The first training seed's values; ``ev``, ``histories``: per model (bilinear, key-norm)."""
     measured = {"L": ev["bilinear"]["L"], "steps": s["steps"], "copier": s["copier"], "d": r.d, "H": r.H,
                 "rho": r.rho, "train_L_max": r.train_L, "bilinear_minus_best_bilinear_gap": conv["distance"],
                 "training_converged": bool(conv["converged"]), "bilinear_at_family_optimum": bool(conv["at_optimum"]),
                 "key_norm_loss_flat": conv["key_norm_flat"], "bilinear_shows_gap": rule["shows_gap"],
                 "key_norm_closes_gap": rule["closes"], "bilinear_small_L_gap_lower": rule["small_L_gap_lower"],
-                "bilinear_late_L_gap_upper": rule["late_L_gap_upper"], "key_norm_gap_upper": rule["closing_gap_upper"],
-                "ffn_closes_gap": ffn["rule"]["verdict"] == "pass", "ffn_gap_upper": ffn["rule"]["gap_upper"],
-                "ffn_init_closes_gap": ffn["init_rule"]["verdict"] == "pass",
-                "ffn_init_gap_upper": ffn["init_rule"]["gap_upper"],
-                "ffn_loss_flat": bool(ffn["history"]["converged"]), "ffn_steps": s["ffn_steps"],
-                "ffn_closes_gap_from_L": ffn["closing"], "ffn_below_best_bilinear_at_L": ffn["rule"]["below_at_L"]}
+                "bilinear_late_L_gap_upper": rule["late_L_gap_upper"], "key_norm_gap_upper": rule["closing_gap_upper"]}
     for name, e in ev.items():
         tag = name.replace("-", "_")
         for key in ("gap", "gap_se"):
@@ -136,19 +149,25 @@ def trained_measured(r: Readings, s: dict, ev: dict, histories: dict, rule: dict
     return measured
 
 
-def trained_summary(r: Readings, s: dict, rule: dict, control: Control, ffn: dict, conv: dict) -> str:
-    ffn_rule, ffn_init_rule = ffn["rule"], ffn["init_rule"]
-    return (f"bilinear model: gap >= {rule['small_L_gap_lower']:.4f} nats (3-SE lower bound) at L' <= {r.small_L}, "
-            f"<= {rule['late_L_gap_upper']:.4f} at L' >= {r.closed_by_L}; key-norm model (its family contains BMA "
-            f"by construction) within {rule['closing_gap_upper']:.4f} of BMA at every L' (tolerance {r.gap_tol}); "
+def trained_summary(r: Readings, s: dict, rule: dict, control: Control, conv: dict, record: dict) -> str:
+    m = record["metrics"]
+    return (f"first training seed: bilinear model gap >= {rule['small_L_gap_lower']:.4f} nats (3-SE lower bound) at "
+            f"L' <= {r.small_L}, <= {rule['late_L_gap_upper']:.4f} at L' >= {r.closed_by_L}; key-norm model (its "
+            f"family contains BMA by construction) within {rule['closing_gap_upper']:.4f} of BMA at every L' "
+            f"(tolerance {r.gap_tol}; over seeds median {m['closing_gap_upper']['median']:.4f}, "
+            f"{m['closing_gap_upper']['min']:.4f} to {m['closing_gap_upper']['max']:.4f}); {seeds_text(record)}; "
             f"control (BMA in the gap slot, the bilinear model in the closing slot) "
-            f"{'rejected' if control.rejected else 'NOT rejected'}; FFN model (open question 3, not deciding): "
-            f"{'closes' if ffn_rule['verdict'] == 'pass' else 'does not close'} the gap (max "
-            f"{ffn_rule['max_gap']:.4f}, below the best bilinear W at L' in {ffn_rule['below_at_L'] or 'none'}; "
-            f"control, at its initial weights, {ffn_init_rule['gap_upper']:.2f}: "
-            f"{'NOT ' if ffn_init_rule['verdict'] == 'pass' else ''}rejected) after {s['ffn_steps']} steps; "
-            f"training {'converged' if conv['converged'] else 'NOT converged'} (bilinear model within "
-            f"{max(np.abs(conv['distance'])):.4f} of its family's optimum).")
+            f"{'rejected' if control.rejected else 'NOT rejected'}; power: {power_scale_text(control.power)}; "
+            f"bilinear model within {max(np.abs(conv['distance'])):.4f} of its family's optimum.")
+
+
+def power_scale_text(power: list[dict]) -> str:
+    """'the rule rejects λ = 0, 0.5 and accepts λ = 0.9, 1' over the key-norm selector at λ × (W*, c*)."""
+    rejected = [f"{p['x']:g}" for p in power if p["rejected"]]
+    accepted = [f"{p['x']:g}" for p in power if not p["rejected"]]
+    return (f"with the key-norm selector at λ × its exact weights, the rule rejects λ = "
+            f"{', '.join(rejected) or 'none'} "
+            f"and accepts λ = {', '.join(accepted) or 'none'}")
 
 
 def trained_assumptions(r: Readings, s: dict) -> list[str]:
@@ -167,26 +186,24 @@ def trained_assumptions(r: Readings, s: dict) -> list[str]:
 
 
 def trained_table(ev: dict) -> Table:
-    names = ("bilinear", "key-norm", "ffn")
+    names = ("bilinear", "key-norm")
     rows = [[L] + [f"{ev[n]['gap'][i]:.4f} ± {ev[n]['gap_se'][i]:.4f}" for n in names]
             + [f"{ev['bilinear']['bma_parent_loss'][i]:.4f}"] + [f"{ev[n]['mse_excess'][i]:+.4f}" for n in names]
             for i, L in enumerate(ev["bilinear"]["L"])]
     return Table("trained models: L_pa gap to BMA (nats, ± SE) and excess squared error over BMA, per L'",
-                 ["L'", "gap bilinear", "gap key-norm", "gap FFN", "L_pa BMA", "ΔMSE bilinear", "ΔMSE key-norm",
-                  "ΔMSE FFN"], rows)
+                 ["L'", "gap bilinear", "gap key-norm", "L_pa BMA", "ΔMSE bilinear", "ΔMSE key-norm"], rows)
 
 
-def trained_figure(ctx: CheckContext, r: Readings, s: dict, fit: dict, ev: dict, ffn_init: dict) -> str:
+def trained_figure(ctx: CheckContext, r: Readings, s: dict, fit: dict, ev: dict) -> str:
     fig, ax = new_figure(figsize=(6.4, 3.8))
     ax.plot(fit["L"], fit["gap_eval"], color="k", ls="--", lw=1, label="best bilinear W (exact fit)")
     L_values = ev["bilinear"]["L"]
-    for name in ("bilinear", "key-norm", "ffn"):
+    for name in ("bilinear", "key-norm"):
         ax.errorbar(L_values, ev[name]["gap"], yerr=2 * np.asarray(ev[name]["gap_se"]), marker="o", ms=3,
                     label=f"trained {name} model")
-    ax.plot(L_values, ffn_init["gap"], color="grey", ls=":", marker="x", ms=3, label="FFN model at its initial weights")
     _gap_axes(ax, r)
-    ax.set_title(f"DS (d={r.d}, H={r.H}, ρ={r.rho}), {s['steps']} steps (FFN {s['ffn_steps']}), {s['copier']} "
-                 f"copier", fontsize=9)
+    ax.set_title(f"DS (d={r.d}, H={r.H}, ρ={r.rho}), {s['steps']} steps, {s['copier']} copier, first training "
+                 "seed", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     return _save(fig, ctx, "prop2_trained_gap.png")
@@ -234,35 +251,38 @@ def ffn_measured(r: Readings, s: dict, run: dict, fit: dict, rule: dict, converg
             "d": r.d, "H": r.H, "rho": r.rho, "train_L_max": r.train_L}
 
 
-def ffn_summary(r: Readings, s: dict, scale: str, rule: dict, control_rule: dict, control: Control,
-                converged: bool) -> str:
-    return (f"{'reproduced' if rule['verdict'] == 'pass' else 'not reproduced'} at scale ({scale}): max gap "
-            f"{rule['max_gap']:.4f} nats (upper 3-SE bound {rule['gap_upper']:.4f}, tolerance {r.gap_tol}), below "
-            f"the best bilinear W at L' in {rule['below_at_L'] or 'none'}"
-            f"{'' if not rule['not_below_at_L'] else ', not at ' + str(rule['not_below_at_L'])}; control "
-            f"(the FFN at its initial weights, max gap {control_rule['max_gap']:.2f}) "
-            f"{'rejected' if control.rejected else 'NOT rejected'}; training loss "
-            f"{'plateaued' if converged else 'still improving (not converged)'} after {s['ffn_steps']} steps.")
+def ffn_summary(r: Readings, s: dict, scale: str, rule: dict, control: Control, record: dict) -> str:
+    m = record["metrics"]["max_gap"]
+    return (f"first training seed ({scale}): max gap {rule['max_gap']:.4f} nats (upper 3-SE bound "
+            f"{rule['gap_upper']:.4f}, tolerance {r.gap_tol}), below the best bilinear W at L' in "
+            f"{rule['below_at_L'] or 'none'}"
+            f"{'' if not rule['not_below_at_L'] else ', not at ' + str(rule['not_below_at_L'])}"
+            f"; over seeds max gap median {m['median']:.4f} ({m['min']:.4f} to {m['max']:.4f}); {seeds_text(record)}; "
+            f"control ({control.description}: max gap {control.measured['max_gap']:.3f}) "
+            f"{'rejected' if control.rejected else 'NOT rejected'}; power: {power_scale_text(control.power)}.")
+
+
+def ffn_untrained_summary(control: Control, reason: str) -> str:
+    return (f"{reason}. Control ({control.description}: max gap {control.measured['max_gap']:.3f}) "
+            f"{'rejected' if control.rejected else 'NOT rejected'}; power: {power_scale_text(control.power)}.")
 
 
 def ffn_table(run: dict, fit: dict) -> Table:
-    ev, init = run["eval"], run["init_eval"]
+    ev = run["eval"]
     fit_gap = dict(zip(fit["L"], zip(fit["gap_fit"], fit["gap_fit_se"])))
     rows = [[L, f"{ev['gap'][i]:.4f} ± {ev['gap_se'][i]:.4f}",
-             f"{fit_gap[L][0]:.4f} ± {fit_gap[L][1]:.4f}" if L in fit_gap else "—",
-             f"{init['gap'][i]:.3f}", f"{ev['mse_excess'][i]:+.4f}"] for i, L in enumerate(ev["L"])]
-    return Table("FFN model (open question 3): L_pa gap to BMA per L' (nats, ± SE)",
-                 ["L'", "gap FFN (trained)", "best bilinear W (fit contexts)", "gap FFN at its initial weights",
-                  "ΔMSE FFN"], rows)
+             f"{fit_gap[L][0]:.4f} ± {fit_gap[L][1]:.4f}" if L in fit_gap else "—", f"{ev['mse_excess'][i]:+.4f}"]
+            for i, L in enumerate(ev["L"])]
+    return Table("FFN model (open question 3), first training seed: L_pa gap to BMA per L' (nats, ± SE)",
+                 ["L'", "gap FFN (trained)", "best bilinear W (fit contexts)", "ΔMSE FFN"], rows)
 
 
 def ffn_figure(ctx: CheckContext, r: Readings, s: dict, fit: dict, run: dict) -> str:
-    ev, init = run["eval"], run["init_eval"]
+    ev = run["eval"]
     fig, ax = new_figure(figsize=(6, 3.6))
     ax.plot(fit["L"], fit["gap_fit"], color="k", ls="--", lw=1, label="best bilinear W (exact fit)")
     ax.errorbar(ev["L"], ev["gap"], yerr=2 * np.asarray(ev["gap_se"]), marker="o", ms=3,
                 label=f"SwiGLU FFN + query-key, {s['ffn_steps']} steps")
-    ax.plot(ev["L"], init["gap"], color="grey", ls=":", marker="x", ms=3, label="control: FFN at initial weights")
     _gap_axes(ax, r)
     ax.set_title(f"DS (d={r.d}, H={r.H}, ρ={r.rho}): does an FFN close the gap?", fontsize=9)
     ax.legend(fontsize=7)

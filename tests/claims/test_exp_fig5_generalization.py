@@ -1,10 +1,11 @@
-"""exp-fig5-generalization on stand-in runs: Theorem 1 constructions (BMA at their training L, W_tf = log π) and
-untrained models. The check must name its readings, reject its control (an ideal reader of min(L, L') examples,
-for which larger L generalizes better), judge reading R2 on its own runs, combine the full tier's seeds, let only
-the end-to-end readings (R1, R2) decide, fail a converged grid that misses them, and say when too few training L
-values cannot decide.
+"""exp-fig5-generalization on stand-in runs: Theorem 1 constructions (BMA at their training L, W_tf = log π), the
+construction with its selector frozen at another kernel (converged, cannot represent BMA) and untrained models.
+The check must decide each end-to-end reading over the training seeds by the count rule, reject its near-miss
+control and show the control's power curve (rejecting its far end, passing the claimed order), let only R1 and R2
+decide, fail converged runs that miss them, and say when too few training L values cannot decide.
 
-Reference: ``numerics`` BMA on the same contexts, the runs' own ``by_test_L`` rows, hand-made grids.
+Reference: ``numerics`` BMA on the same contexts (``analysis.truncated_bma_metrics``), the runs' own ``by_test_L``
+rows, hand-made grids and per-seed outcomes counted by hand.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 import bma_verify.reports.checks.trained as trained
 import bma_verify.reports.claims.exp_fig5_generalization as fig5
-from bma_verify.model.generalization import end_to_end_grid
+from bma_verify.model import analysis
+from bma_verify.model.generalization import end_to_end_grid, held_out_batches, reader_grids
 from bma_verify.model.presets import FIG5_R2_PREFIX
 from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
 from tests.trained_stand_ins import patch_runs, stand_in_run
@@ -26,33 +28,122 @@ def fig5_runs():
 
 
 @pytest.fixture(scope="module")
+def wrong_selector_runs():
+    return {f"L{L}": stand_in_run(L=L, H=6, test_L=TEST_L, construction=True, wrong_selector=True)
+            for L in (1, 2, 3)}
+
+
+@pytest.fixture(scope="module")
 def untrained_runs():
     return {f"L{L}": stand_in_run(L=L, H=6, test_L=TEST_L, K=L + 1) for L in (1, 2, 3)}
 
 
-def test_fig5_names_its_reading_and_rejects_an_ideal_reader_of_its_training_L(fig5_runs, monkeypatch):
-    # the control's larger L generalizes better (it reads min(L, L') examples): Spearman ρ < 0 must fail
-    patch_runs(monkeypatch, {"fig5": fig5_runs})
+def _runs_by_seed(monkeypatch, tier: str, runs_for_seed: list) -> list[int]:
+    """Train the i-th training seed of ``tier`` to ``runs_for_seed[i]``; returns the seeds asked for."""
+    seeds = trained.training_seeds(CheckContext(tier=tier, seed=0), "fig5")
+    asked = []
+
+    def fake(name, *, tier, seed, device, quiet, output):
+        asked.append(seed)
+        return runs_for_seed[seeds.index(seed)]
+
+    monkeypatch.setattr(trained, "train_preset_runs", fake)
+    return asked
+
+
+def test_fig5_decides_on_three_seeds_and_rejects_its_near_miss_control(fig5_runs, monkeypatch):
+    # the control's rows are ideal readers still ordered the wrong way (larger L reads more): ρ < 0 must fail
+    asked = _runs_by_seed(monkeypatch, "quick", [fig5_runs] * 3)
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
-    assert outcome.assumptions[0].startswith("reading R1:")
-    assert "R1" in outcome.summary
-    assert outcome.converged["plateaued"] and set(outcome.converged["runs"]) == {"L1", "L2", "L3"}
+    assert asked == trained.training_seeds(CheckContext(tier="quick", seed=0), "fig5") and len(asked) == 3
+    assert outcome.seeds["n"] == 3 and outcome.seeds["training_seeds"] == asked
+    assert outcome.assumptions[0].startswith("reading R1:") and "R1" in outcome.summary
+    assert outcome.converged["plateaued"] and outcome.converged["converged_seeds"] == 3
+    assert set(outcome.converged["seeds"][0]["runs"]) == {"L1", "L2", "L3"}
     assert outcome.control.measured["spearman"]["high"] < 0 and outcome.control.rejected
-    assert set(outcome.measured["test_L_near_bma"]) == {"L1", "L2", "L3"}
+    # the median and range of every seed's ρ, read off the per-seed values
+    rho = outcome.seeds["metrics"]["R1.spearman_rho"]
+    assert rho["median"] == rho["min"] == rho["max"] == outcome.measured["spearman_train_L_vs_mean_gap"]
     monkeypatch.setattr(fig5, "combine_sides", lambda sides: "pass")
     verdict, reason = settle(fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0)))
     assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
 
 
-def test_fig5_reports_each_reading(fig5_runs, monkeypatch):
-    # the stand-in runs are constructions (W_tf = log π): under R3 they are BMA at every L' (near for many L')
-    patch_runs(monkeypatch, {"fig5": fig5_runs})
+def test_fig5_control_power_rejects_the_wrong_order_and_passes_the_claimed_one(fig5_runs):
+    # reference: BMA reading the last min(m, L') examples computed here by numerics, one entry at a time
+    g = fig5._compute_grids(fig5_runs)
+    power, grids = fig5.control_power(g)
+    assert [p["x"] for p in power] == list(fig5.CONTROL_PATH)
+    assert power[0]["examples_read"] == {"L1": 1, "L2": 2, "L3": 3}  # t = 0: an ideal reader of its training L
+    assert power[-1]["examples_read"] == {"L1": 3, "L2": 2, "L3": 1}  # t = 1: the claimed order
+    batches = held_out_batches(g["first"], TEST_L)
+    for p, grid in zip(power, grids):
+        for row, m in p["examples_read"].items():
+            expected = [analysis.truncated_bma_metrics(g["first"].kernel, batches[L], min(m, L))["parent_loss_gap"]
+                        for L in TEST_L]
+            assert grid[int(row[1:])] == pytest.approx(expected, abs=1e-12)
+    assert power[0]["rejected"] and not power[-1]["rejected"]
+    assert trained.combine_sides(power[-1]["rule"]) == "pass"  # the truth end passes the whole rule
+    assert power[0]["value"] < 0 < power[-1]["value"]  # ρ of the far end and of the truth end
+
+
+def test_reader_grids_share_one_table_and_refuse_zero_examples(fig5_runs):
+    # reference: each grid computed alone with truncated_bma_metrics (the table is a cache, not a change)
+    g = fig5._compute_grids(fig5_runs)
+    batches = held_out_batches(g["first"], TEST_L)
+    grids = reader_grids(g["first"].kernel, batches, [{1: 2, 3: 5}, {1: 1}])
+    assert grids[0][3] == [0.0, 0.0, 0.0, pytest.approx(
+        analysis.truncated_bma_metrics(g["first"].kernel, batches[5], 5)["parent_loss_gap"])]
+    with pytest.raises(ValueError, match="reads"):
+        reader_grids(g["first"].kernel, batches, [{1: 0}])
+
+
+def test_fig5_fails_a_converged_model_that_cannot_represent_bma(wrong_selector_runs, monkeypatch):
+    # the construction with its selector frozen at another kernel's log π, flat held-out curves on every seed:
+    # far from BMA at every L' under R1, so NOT REPRODUCED (not inconclusive)
+    _runs_by_seed(monkeypatch, "quick", [wrong_selector_runs] * 3)
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
-    r3 = outcome.measured["R3_selector_only"]
-    assert set(outcome.measured["readings"]) == {"R1", "R3"}
-    assert all(abs(g) < 1e-6 for row in r3["grid"].values() for g in row)
-    assert r3["rule"]["near_bma_for_many_L"] == "pass"
-    assert any(a.startswith("reading R3:") for a in outcome.assumptions)
+    assert outcome.converged["plateaued"] and outcome.seeds["counts"]["miss"] == 3
+    assert outcome.measured["count_readings"]["R1"] == "fail" and settle(outcome) == ("fail", "")
+    assert outcome.instance["reproduce"].startswith("bma-verify train --preset fig5 --tier quick")
+
+
+def test_fig5_count_rule_needs_three_of_three_converged_seeds(fig5_runs, untrained_runs, monkeypatch):
+    # reference: the per-seed R1 outcomes planted below, counted by hand. Two seeds that miss and one still
+    # improving cannot decide (2 of 3 < 3); three that miss are NOT REPRODUCED
+    _runs_by_seed(monkeypatch, "quick", [fig5_runs, fig5_runs, untrained_runs])
+    ctx = CheckContext(tier="quick", seed=0)
+    outcome = fig5.exp_fig5_generalization(ctx)
+    counts = outcome.seeds["readings"]["R1"]["counts"]
+    assert counts == {"meet": 0, "miss": 2, "undecided": 0, "not_converged": 1}
+    assert outcome.verdict == "inconclusive" and "count rule undecided: 0 of 3 seeds meet the rule, 2 miss" in \
+        outcome.reason
+    seed3 = trained.training_seeds(ctx, "fig5")[2]
+    assert outcome.seeds["training_seeds"][2] == seed3 and "still improving: seed" in outcome.reason
+    planted = iter(["pass", "pass", "fail"])
+    real = fig5._seed_decision
+
+    def decision(g):
+        d = real(g)
+        return d | {"readings": d["readings"] | {"R1": next(planted)}}
+
+    _runs_by_seed(monkeypatch, "quick", [fig5_runs] * 3)
+    monkeypatch.setattr(fig5, "_seed_decision", decision)
+    outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))  # a fresh report cache
+    assert outcome.seeds["readings"]["R1"]["counts"] == {"meet": 2, "miss": 1, "undecided": 0, "not_converged": 0}
+    assert outcome.verdict == "inconclusive" and outcome.reason.startswith("R1 count rule undecided: 2 of 3")
+
+
+def test_fig5_full_tier_counts_each_reading_over_five_seeds(fig5_runs, wrong_selector_runs, monkeypatch):
+    # four seeds of constructions (R1 misses: ρ < 0) and one wrong selector (R1 misses too): 5 of 5 miss R1.
+    # R3 is diagnostic: the constructions' R3 reads within noise, the wrong selector's fails; it never decides
+    asked = _runs_by_seed(monkeypatch, "full", [fig5_runs] * 4 + [wrong_selector_runs])
+    outcome = fig5.exp_fig5_generalization(CheckContext(tier="full", seed=0))
+    assert len(asked) == 5 and outcome.seeds["n"] == 5
+    assert outcome.seeds["readings"]["R1"]["statuses"] == ["fail"] * 5
+    assert outcome.seeds["readings"]["R3"]["statuses"] == ["noise"] * 4 + ["fail"]
+    assert outcome.measured["count_readings"] == {"R1": "fail", "R3": "inconclusive"}
+    assert settle(outcome) == ("fail", "") and "at least 4 of 5" in outcome.threshold["count_rule"]
 
 
 def test_fig5_rule_reads_both_halves():
@@ -76,57 +167,20 @@ def test_the_end_to_end_grid_is_each_runs_own_rows(untrained_runs):
 def test_fig5_reading_r2_is_judged_on_its_own_runs_when_trained(fig5_runs, untrained_runs, monkeypatch):
     # R2 runs (label prefix "R2-") are read apart from R1's. Reference: each R2 stand-in's own by_test_L rows. The
     # R2 stand-ins are untrained models (not constructions), so their grid differs from R1's: a check that read R1's
-    # runs for R2 would fail here. The quick tier (no R2 runs) reports R1 and R3 only
+    # runs for R2 would fail here. Their curves still fall, so R2 is undecided while R1 (converged) is decided
     patch_runs(monkeypatch, {"fig5": {**fig5_runs, **{FIG5_R2_PREFIX + k: r for k, r in untrained_runs.items()}}})
-    ctx = CheckContext(tier="quick", seed=0)
-    outcome = fig5.exp_fig5_generalization(ctx)
+    outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
     assert list(outcome.measured["readings"]) == ["R1", "R2", "R3"]
     r2 = outcome.measured["R2_shared_budget"]
     expected = {k: [r.metrics["by_test_L"][str(L)]["parent_loss"] - r.metrics["by_test_L"][str(L)]["bma_parent_loss"]
                     for L in TEST_L] for k, r in untrained_runs.items()}
     assert r2["grid"] == expected and r2["grid"] != outcome.measured["grid"]
     assert r2["own_L_parent_loss_gap"] == {k: r.metrics["parent_loss_gap"] for k, r in untrained_runs.items()}
-    # untrained R2 runs are still improving (not converged), so the claim cannot pass on them
-    assert not outcome.converged["plateaued"] and outcome.converged["not_plateaued"] == ["R2-L1", "R2-L2", "R2-L3"]
-    _, info = fig5._fig5_one_seed(ctx, trained.trained_runs(ctx, "fig5"))
-    assert info["own_L_parent_loss_gap"] == {**{k: r.metrics["parent_loss_gap"] for k, r in fig5_runs.items()},
-                                             **{FIG5_R2_PREFIX + k: r.metrics["parent_loss_gap"]
-                                                for k, r in untrained_runs.items()}}
+    assert outcome.seeds["readings"]["R2"]["counts"]["not_converged"] == 3
+    assert outcome.converged["by_reading"]["R1"]["plateaued"] and not outcome.converged["by_reading"]["R2"]["plateaued"]
+    assert outcome.verdict == "inconclusive" and "R2-L1, R2-L2, R2-L3" in outcome.reason
     assert any(a.startswith("reading R2") for a in outcome.assumptions) and "R2 (shared head budget)" in outcome.summary
     assert any(t.title.startswith("reading R2") for t in outcome.tables)
-
-
-def test_fig5_full_tier_judges_each_reading_on_every_seed(fig5_runs, untrained_runs, monkeypatch):
-    # Reference: the per-seed readings the check reports (by_seed), combined by hand: a reading reproduces the claim
-    # only when it does on every seed and fails it only when it fails on every seed. The second seed's runs are
-    # untrained stand-ins (not constructions), so the two seeds disagree somewhere; a check that judged the report
-    # seed alone would report its readings unchanged and count as converged.
-    first_seed = CheckContext(tier="full", seed=0).seed_for("model:fig5")
-    asked = []
-
-    def fake(name, *, tier, seed, device, quiet, output):
-        asked.append(seed)
-        return fig5_runs if seed == first_seed else untrained_runs
-
-    monkeypatch.setattr(trained, "train_preset_runs", fake)
-    outcome = fig5.exp_fig5_generalization(CheckContext(tier="full", seed=0))
-    assert len(asked) == fig5.FIG5_FULL_SEEDS == 2 and asked[0] == first_seed and asked[1] != first_seed
-    by_seed = outcome.measured["by_seed"]
-    assert len(by_seed) == 2 and set(by_seed[0]) == {"seed", "converged", "own_L_parent_loss_gap", "R1", "R3"}
-    # each seed names its runs' own-L gaps (which run did not converge), read off the runs themselves
-    for s, runs in zip(by_seed, (fig5_runs, untrained_runs)):
-        assert s["own_L_parent_loss_gap"] == {k: r.metrics["parent_loss_gap"] for k, r in runs.items()}
-    assert [s["converged"] for s in by_seed] == [True, False]
-    alone = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))  # the first seed's runs alone
-    for name, combined in outcome.measured["readings"].items():
-        per_seed = [s[name]["reading"] for s in by_seed]
-        expected = ("pass" if set(per_seed) == {"pass"} else "fail" if set(per_seed) == {"fail"} else "noise")
-        assert combined == expected, (name, per_seed)
-    assert by_seed[0]["R3"]["reading"] == alone.measured["readings"]["R3"]
-    # R3 is undecided on the constructions (every row at BMA: ρ within noise) and fails on the untrained seed
-    assert [s["R3"]["reading"] for s in by_seed] == ["noise", "fail"] and outcome.measured["readings"]["R3"] == "noise"
-    assert alone.converged["plateaued"] and not outcome.converged["plateaued"]  # the untrained seed is not converged
-    assert outcome.verdict != "pass" and "training seeds" in outcome.summary
 
 
 def test_only_the_end_to_end_readings_decide():
@@ -137,27 +191,16 @@ def test_only_the_end_to_end_readings_decide():
     assert fig5._decide_readings({"R1": "fail", "R2": "noise", "R3": "pass"}) == "noise"
 
 
-def test_fig5_fails_converged_runs_whose_end_to_end_reading_misses(fig5_runs, monkeypatch):
-    # reference: the constructions' R1 grid read by the same rule, with their plateaued curves; a grid on which the
-    # end-to-end reading fails is NOT REPRODUCED whatever R3 reads (here R3 is forced to pass)
+def test_fig5_fails_converged_runs_whose_end_to_end_reading_misses_whatever_r3_reads(fig5_runs, monkeypatch):
+    # reference: the constructions' R3 forced to pass on every seed: R1 (missing on every seed) still decides
     patch_runs(monkeypatch, {"fig5": fig5_runs})
-    real = fig5._fig5_rule
-    failing = {"near_bma_for_many_L": "fail", "smaller_L_generalizes_better": "fail"}
-    calls = []
-
-    def rule(train_L, L_test, grid):
-        calls.append(grid)
-        out = real(train_L, L_test, grid)
-        # the first call is R1, the second R3 (model.generalization grids), then the control
-        return out | {"sides": failing if len(calls) == 1 else
-                      {"near_bma_for_many_L": "pass", "smaller_L_generalizes_better": "pass"} if len(calls) == 2
-                      else out["sides"]}
-
-    monkeypatch.setattr(fig5, "_fig5_rule", rule)
+    real = fig5._seed_decision
+    monkeypatch.setattr(fig5, "_seed_decision", lambda g: (lambda d: d | {"readings": d["readings"] | {"R3": "pass"}})(
+        real(g)))
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
-    assert outcome.measured["readings"] == {"R1": "fail", "R3": "pass"}
-    assert outcome.converged["plateaued"] and outcome.verdict == "fail" and settle(outcome) == ("fail", "")
-    assert "Diagnostic, never decides: R3" in outcome.summary
+    assert outcome.measured["count_readings"] == {"R1": "fail", "R3": "pass"}
+    assert outcome.converged["plateaued"] and settle(outcome) == ("fail", "")
+    assert "diagnostic, never decides" in outcome.summary
 
 
 def test_two_training_L_values_cannot_decide(fig5_runs, monkeypatch):

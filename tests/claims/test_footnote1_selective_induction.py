@@ -1,11 +1,18 @@
 """The checks of ``footnote1-selective-induction``: the exact construction on D'Angelo et al.'s task (its rule, its
-off-by-one control, its findings) and the trained reproduction (its per-run rule, its control, its count rule)."""
+off-by-one control, its findings) and the trained reproduction (its per-run rule, the count rule over training
+seeds, and its near-miss control: the Bayes predictor reading fewer windows, computed exactly)."""
+import importlib.util
+from dataclasses import asdict
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import bma_verify.numerics.selective_induction as S
 import bma_verify.reports.claims.footnote1_selective_induction as F
-from bma_verify.model.selective_training import SelectiveTrainConfig
+from bma_verify.model.seeds import DEV_SEED_MIN, require_dev_seeds
+from bma_verify.model.selective_training import (RECIPE_SEEDS, SelectiveTrainConfig, eval_batch, run_kernel,
+                                                 truncated_bayes_evaluation)
 from bma_verify.reports.core import CheckContext, settle
 
 
@@ -34,54 +41,103 @@ def test_a_harmless_shift_withholds_the_exact_pass(monkeypatch):
     assert verdict == "inconclusive" and "not discriminating" in reason
 
 
-def _final(lag, query, uniform_lag, uniform_query, se=0.001):
+def _final(lag, query, se=0.001):
     return {"lag_gap": lag, "lag_gap_se": se, "query_gap": query, "query_gap_se": se, "token_gap": lag / 2,
-            "lag_lpa_model": 0.5, "lag_lpa_bayes": 0.45, "uniform_lag_gap": uniform_lag, "uniform_lag_gap_se": se,
-            "uniform_lag_query_gap": uniform_query, "uniform_lag_query_gap_se": se}
+            "lag_lpa_model": 0.5, "lag_lpa_bayes": 0.45, "uniform_lag_gap": 0.4, "uniform_lag_gap_se": se,
+            "uniform_lag_query_gap": 0.1, "uniform_lag_query_gap_se": se}
 
 
-def _run(final, seed=1):
-    config = SelectiveTrainConfig(steps=10).__dict__ | {"lags": [1, 2, 3], "seed": seed}
-    return {"config": config, "kernel": [[0.5, 0.5], [0.5, 0.5]], "init": _final(0.4, 0.3, 0.4, 0.1),
-            "final": final, "converged": {"plateaued": True}, "curve": [[0, 0.3], [10, 0.002]],
+def _config(seed):
+    return asdict(SelectiveTrainConfig(steps=10, eval_contexts=400, seed=seed)) | {"lags": [1, 2, 3]}
+
+
+def _run(final, seed=1000, plateaued=True):
+    return {"config": _config(seed), "kernel": [[0.5, 0.5], [0.5, 0.5]], "init": _final(0.4, 0.3),
+            "final": final, "converged": {"plateaued": plateaued}, "curve": [[0, 0.3], [10, 0.002]],
             "laws": {"posterior": np.full((3, 3), 1 / 3), "attention": np.full((3, 3), 1 / 3)}}
 
 
-GOOD, BAD = _final(0.02, 0.002, 0.4, 0.1), _final(0.5, 0.03, 0.4, 0.1)
+def _reading(windows, seed=1000):
+    """The Bayes predictor reading the last ``windows`` of L = 8 on the stand-in run's held-out sequences."""
+    config = SelectiveTrainConfig(**_config(seed))
+    kernel = run_kernel(config)
+    reading = truncated_bayes_evaluation(kernel, config, eval_batch(config, kernel), windows)
+    return _final(reading["lag_gap"], reading["query_gap"]) | reading  # the undecided columns as _final's
 
 
-@pytest.mark.parametrize("finals,expected", [
-    ([GOOD] * 5, ("pass", "")),                                     # every run reaches it, control rejected
-    ([GOOD] * 4 + [BAD], ("pass", "")),                             # 4 of 5 is the count rule's 80 %
-    ([GOOD] + [BAD] * 4, ("fail", "")),                             # at most 20 % pass
-    ([GOOD] * 3 + [BAD] * 2, ("inconclusive", "the runs disagree: 3 of 5")),
+GOOD, BAD = _final(0.01, 0.002), _final(0.5, 0.03)
+
+
+@pytest.mark.parametrize("tier,finals,expected", [
+    ("full", [GOOD] * 5, ("pass", "")),                                     # every seed reaches it
+    ("full", [GOOD] * 4 + [BAD], ("pass", "")),                             # 4 of 5: the count rule
+    ("full", [GOOD] + [BAD] * 4, ("fail", "")),                             # 4 of 5 converged seeds miss
+    ("full", [GOOD] * 3 + [BAD] * 2, ("inconclusive", "count rule undecided: 3 of 5 seeds meet")),
+    ("quick", [GOOD] * 3, ("pass", "")),                                    # the quick tier decides on 3 of 3
+    ("quick", [GOOD] * 2 + [BAD], ("inconclusive", "count rule undecided: 2 of 3 seeds meet")),
 ])
-def test_full_tier_count_rule(monkeypatch, finals, expected):
-    monkeypatch.setattr(F, "selective_runs", lambda ctx: [_run(f, i) for i, f in enumerate(finals)])
-    out = F.footnote1_selective_training(CheckContext(tier="full", seed=0))
-    assert out.control.rejected
+def test_count_rule_over_training_seeds(monkeypatch, tier, finals, expected):
+    monkeypatch.setattr(F, "TRAINS", ("quick", "full"))  # the quick rows: the count rule over three seeds
+    monkeypatch.setattr(F, "selective_runs", lambda ctx: [_run(f, 1000 + i) for i, f in enumerate(finals)])
+    out = F.footnote1_selective_training(CheckContext(tier=tier, seed=0))
+    assert out.control.rejected and out.seeds["n"] == len(finals)
     verdict, reason = settle(out)
     assert verdict == expected[0] and reason.startswith(expected[1])
 
 
-def test_quick_tier_cannot_decide(monkeypatch):
-    monkeypatch.setattr(F, "selective_runs", lambda ctx: [_run(GOOD)])
-    verdict, reason = settle(F.footnote1_selective_training(CheckContext(tier="quick", seed=0)))
-    assert verdict == "inconclusive" and reason.startswith("quick tier cannot decide")
+def test_a_converged_model_that_cannot_represent_the_bayes_predictor_fails(monkeypatch):
+    monkeypatch.setattr(F, "TRAINS", ("quick", "full"))
+    # stand-in: the Bayes predictor reading half of the 8 windows (its lag law is not the posterior), flat curves
+    monkeypatch.setattr(F, "selective_runs", lambda ctx: [_run(_reading(4, 1000 + i), 1000 + i) for i in range(3)])
+    out = F.footnote1_selective_training(CheckContext(tier="quick", seed=0))
+    assert settle(out) == ("fail", "") and out.seeds["counts"]["miss"] == 3
 
 
-def test_an_uninformative_kernel_withholds_the_pass(monkeypatch):
-    # the kernel's rows alike: the uniform-lag predictor is itself within the tolerance, so nothing was tested
-    monkeypatch.setattr(F, "selective_runs", lambda ctx: [_run(_final(0.02, 0.002, 0.01, 0.005))] * 5)
-    out = F.footnote1_selective_training(CheckContext(tier="full", seed=0))
-    verdict, reason = settle(out)
-    assert not out.control.rejected and verdict == "inconclusive" and "not discriminating" in reason
+def test_unconverged_seeds_do_not_count(monkeypatch):
+    monkeypatch.setattr(F, "TRAINS", ("quick", "full"))
+    monkeypatch.setattr(F, "selective_runs", lambda ctx: [_run(BAD, 1000 + i, plateaued=False) for i in range(3)])
+    out = F.footnote1_selective_training(CheckContext(tier="quick", seed=0))
+    assert settle(out)[0] == "inconclusive" and "3 not converged" in out.reason
+
+
+def test_power_curve_accepts_the_bayes_predictor_and_rejects_reading_few_windows():
+    # reference: the exact lag posterior of the full prefix (m = L reads it: gap 0)
+    power = F.reading_power(_run(GOOD))
+    assert [p["x"] for p in power] == list(range(1, 9))
+    assert power[-1]["value"] == pytest.approx(0.0, abs=1e-12) and not power[-1]["rejected"]
+    assert all(p["rejected"] for p in power[:4])  # half the windows or fewer
+    assert all(a["value"] > b["value"] for a, b in zip(power, power[1:]))  # more windows read, closer to Bayes
+
+
+def test_recipe_was_not_set_on_report_training_seeds():
+    # the report's training seeds (any report seed) are below DEV_SEED_MIN; the recipe's runs are not
+    assert all(s >= DEV_SEED_MIN for seeds in RECIPE_SEEDS.values() for s in seeds)
+    assert require_dev_seeds(RECIPE_SEEDS["checked_on"]) == list(RECIPE_SEEDS["checked_on"])
 
 
 def test_the_check_runs_small_with_its_figure(monkeypatch, tmp_path):
+    monkeypatch.setattr(F, "TRAINS", ("quick", "full"))
     monkeypatch.setitem(F.TRAIN_SIZES, "quick", {"steps": 30, "eval_contexts": 200})
     out = F.footnote1_selective_training(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
-    assert out.verdict == "inconclusive" and out.figures == ["footnote1_selective_training.png"]
-    assert out.control.rejected
+    assert out.figures == ["footnote1_selective_training.png"] and out.seeds["n"] == 3
+    assert all(s < DEV_SEED_MIN for s in out.seeds["training_seeds"])
     assert (tmp_path / "footnote1_selective_training.png").exists()
-    assert out.measured["runs"][0]["final"]["uniform_lag_query_gap"] > 0.0
+    assert out.measured["runs"][0]["final"]["uniform_lag_query_gap"] > 0.0 and len(out.control.power) == 8
+
+
+def test_the_development_probe_refuses_report_seeds():
+    # the probe that checked the recipe at the quick size (docs/probes) takes development seeds only
+    path = Path(__file__).parents[2] / "docs" / "probes" / "footnote1_dev_seeds.py"
+    spec = importlib.util.spec_from_file_location("footnote1_dev_seeds", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    with pytest.raises(ValueError, match="development seeds"):
+        probe.main("quick", [F.training_seeds(CheckContext(tier="quick", seed=0), "footnote1-selective-induction")[0]])
+
+
+def test_quick_tier_cannot_decide_and_reports_its_control():
+    # no training: the near-miss control on the first training seed's held-out sequences (exact lag posteriors)
+    out = F.footnote1_selective_training(CheckContext(tier="quick", seed=0))
+    verdict, reason = settle(out)
+    assert verdict == "inconclusive" and reason.startswith("quick tier cannot decide")
+    assert len(out.control.power) == 8 and not out.control.power[-1]["rejected"]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import bma_verify.reports.checks.trained as trained
+import bma_verify.reports.claims.exp_fig6_column_alignment as fig6
 import bma_verify.reports.claims.prop1_invariance as claim
+from bma_verify.reports import builder
 from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
 
 
@@ -26,6 +29,18 @@ def test_model_check_cites_the_fig6_check():
     model = [check for check in claim.CLAIM.checks if check.kind == "model"][0]
     assert model.cites == "exp-fig6-column-alignment:model"
     assert model.run.__module__.endswith("exp_fig6_column_alignment")
+
+
+def test_model_check_reads_the_fig6_verdict_and_reason(monkeypatch):
+    # reference: fig6's own record in the same report; at the quick tier it cannot decide and must not train
+    def refuse(*args, **kwargs):
+        raise AssertionError("the quick tier must not train fig6")
+
+    monkeypatch.setattr(trained, "train_preset_runs", refuse)
+    ctx = CheckContext(tier="quick", seed=0)
+    cited = builder._check_record([c for c in claim.CLAIM.checks if c.kind == "model"][0], ctx)
+    own = builder._check_record(fig6.CLAIM.checks[0], ctx)
+    assert (cited["verdict"], cited["reason"]) == (own["verdict"], own["reason"]) == ("inconclusive", fig6.QUICK_REASON)
 
 
 def test_symbolic_check_fails_when_its_derived_result_is_the_planted_perturbation(monkeypatch):

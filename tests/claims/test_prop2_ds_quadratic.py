@@ -9,6 +9,7 @@ import pytest
 import bma_verify.numerics.ds_fit as ds_fit_module
 import bma_verify.reports.claims.prop2_ds_quadratic as prop2
 from bma_verify.model.ds import DSModel
+from bma_verify.model.ds_runs import shrunk_key_norm_evaluations
 from bma_verify.numerics.ds import ds_log_parent_posterior
 from bma_verify.numerics.ds_fit import bilinear_only_log_posterior
 from bma_verify.reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, jsonable, settle
@@ -99,29 +100,35 @@ def test_checks_are_deterministic_for_a_seed(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------ model check
 
-def test_trained_models_control_is_rejected_on_a_short_run(tmp_path, monkeypatch):
-    # Real models, 20 steps: the control's gap slot (key-norm selector at the exact W*, c*) is BMA, compared
-    # against the exact posterior (gap at float32 rounding); the FFN at its initial weights is far from BMA.
+def test_model_checks_run_on_short_runs_with_their_controls_and_power(tmp_path, monkeypatch):
+    # Real models, 20 steps. Compared against the exact posterior: the control's gap slot (key-norm selector at the
+    # exact W*, c*) is BMA (gap at float32 rounding); the power curve's λ = 1 point is BMA (the FFN rule accepts it)
+    # and its λ = 0 point (uniform attention) is far from it (rejected).
     monkeypatch.setitem(prop2.SIZES, "quick", TINY)
+    monkeypatch.setitem(prop2.SIZES, "full", TINY)
     ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path)
     out = prop2.prop2_trained_models(ctx)
     json.dumps(jsonable(out.measured))
     json.dumps(out.control.as_dict())
-    assert out.control.rejected
+    assert out.control.rejected and out.seeds["n"] == 3 and all(s < 1000 for s in out.seeds["training_seeds"])
     assert out.control.measured["exact_key_norm_max_gap"] < 1e-6
     assert out.control.measured["bilinear_closing_gap_upper"] > prop2.GAP_TOL
-    assert not out.measured["ffn_init_closes_gap"] and out.measured["ffn_init_gap_upper"] > 10 * prop2.GAP_TOL
-    ffn = prop2.prop2_ffn_closes_gap(ctx)  # the same FFN run (ctx.cache): its control is the FFN at its init
-    json.dumps(jsonable(ffn.measured))
-    assert ffn.control.rejected and ffn.control.measured["max_gap"] > 10 * prop2.GAP_TOL
-    assert ffn.measured["ffn_gap"] == out.measured["ffn_gap"]
-    assert out.converged is not None and out.assumptions
-    assert any("by construction" in a for a in out.assumptions) and "by construction" in out.summary
+    assert [p["x"] for p in out.control.power] == list(prop2.POWER_SCALES) and out.control.power[0]["rejected"]
+    assert any("by construction" in a for a in out.assumptions)
+    quick = prop2.prop2_ffn_closes_gap(ctx)  # the quick tier does not train the FFN
+    assert quick.verdict == "inconclusive" and quick.reason.startswith("quick tier cannot decide")
+    assert quick.control.rejected and quick.findings[0].status == "open"
+    assert quick.control.power[0]["rejected"] and not quick.control.power[-1]["rejected"]
+    assert quick.control.power[-1]["value"] < 1e-6
+    full = prop2.prop2_ffn_closes_gap(CheckContext(tier="full", seed=0, figures_dir=tmp_path))
+    json.dumps(jsonable(full.measured))
+    assert full.seeds["n"] == 5 and full.control.rejected and full.verdict in ("pass", "fail", "inconclusive")
 
 
 #: Planted per-step training losses (250 steps, the quick tier's): flat (a plateau), and still falling.
 FLAT_LOSS = [1.0] * 250
 FALLING_LOSS = [1.0 + 50.0 / (step + 1) for step in range(250)]
+FIT = _curve([0.044, 0.074, 6e-4], [1e-3, 2e-3, 1e-4], [0.044, 0.075, 4.7e-3], [1e-3, 2e-3, 1.5e-3])
 
 
 def _eval(gaps, se=1e-3):
@@ -131,68 +138,80 @@ def _eval(gaps, se=1e-3):
             "bma_parent_loss": [0.4] * n, "bma_mse": [4.0] * n}
 
 
+def _result(A, key_norm_gaps, loss=FLAT_LOSS):
+    evals = {"bilinear": _eval(FIT["gap_eval"]), "key-norm": _eval(key_norm_gaps)}
+    return {"A": A.tolist(), "models": {},
+            "metrics": {name: {"history": {"loss": list(loss), "converged": True}, "eval": e}
+                        for name, e in evals.items()}}
+
+
 @pytest.fixture
 def planted_models(ctx, monkeypatch):
-    """The trained check on planted evaluations (no training, no fit): the best bilinear W's gaps of the
-    quick tier at L' = 1, 3, 20, the bilinear model at that optimum, a key-norm model within 0.002 nats of
-    BMA, an FFN that does not close the gap."""
+    """The trained checks on planted evaluations (no training, no fit): the best bilinear W's gaps of the quick
+    tier at L' = 1, 3, 20, per training seed a bilinear model at that optimum and a key-norm model within 0.002
+    nats of BMA, an FFN that does not close the gap; the power curve from λ = 0 (far) to 1 (BMA)."""
+    monkeypatch.setitem(prop2.SIZES, "full", SMALL)
     A = prop2._instance_A(ctx)
-    fit = _curve([0.044, 0.074, 6e-4], [1e-3, 2e-3, 1e-4], [0.044, 0.075, 4.7e-3], [1e-3, 2e-3, 1.5e-3])
-    monkeypatch.setattr(prop2, "_fit_curves", lambda c: {"A": A, "bilinear": fit})
-    evals = {"bilinear": _eval(fit["gap_eval"]), "key-norm": _eval([0.002] * 3)}
-    history = {"loss": FLAT_LOSS, "converged": True}
-    result = {"A": A.tolist(), "models": {},
-              "metrics": {name: {"history": dict(history), "eval": e} for name, e in evals.items()}}
-    controls = {"exact-key-norm": _eval([1e-12] * 3)}
-    ffn = {"model": None, "history": {"loss": list(FLAT_LOSS), "converged": True, "seconds": 1.0},
-           "eval": _eval([0.05, 0.09, 0.13]), "init_eval": _eval([1.5, 2.0, 2.5])}
-    monkeypatch.setattr(prop2, "_trained", lambda c: result)
-    monkeypatch.setattr(prop2, "_control_models", lambda c: controls)
-    monkeypatch.setattr(prop2, "_trained_ffn", lambda c: ffn)
-    monkeypatch.setattr(prop2, "_attention_figure", lambda *a, **k: "attention.png")
-    return result, controls, ffn
+    monkeypatch.setattr(prop2, "_fit_curves", lambda c: {"A": A, "bilinear": FIT})
+    results, ffns = {}, {}
+    monkeypatch.setattr(prop2, "_trained", lambda c, seed: results.setdefault(seed, _result(A, [0.002] * 3)))
+    monkeypatch.setattr(prop2, "_trained_ffn", lambda c, seed: ffns.setdefault(seed, {
+        "model": None, "history": {"loss": list(FLAT_LOSS), "converged": True}, "eval": _eval([0.05, 0.09, 0.13])}))
+    power = {0.0: _eval([0.3, 0.5, 0.1]), 0.5: _eval([0.05, 0.08, 0.02]), 0.9: _eval([0.004, 0.006, 0.001]),
+             1.0: _eval([1e-12] * 3)}
+    monkeypatch.setattr(prop2, "_power", lambda c: power)
+    monkeypatch.setattr(prop2.render, "attention_figure", lambda *a, **k: "attention.png")
+    return results, ffns, power
 
 
 def test_trained_models_rule_on_planted_evaluations(ctx, planted_models):
     # Compared against the stated rule: bilinear gap >= 0.075 - 3 SE > 0.02 at L' = 3, closed at L' = 20,
-    # key-norm within 0.02 everywhere: pass, with the control (BMA, bilinear) rejected.
+    # key-norm within 0.02 everywhere, on every seed: pass, with the control (BMA, bilinear) rejected.
     out = prop2.prop2_trained_models(ctx)
     assert settle(out) == ("pass", ""), out.summary
-    assert out.converged["plateaued"] is True and out.control.rejected
-    assert set(out.converged["runs"]) == {"bilinear", "key-norm"}
-    assert not out.measured["ffn_closes_gap"]  # judged apart, not deciding
+    assert out.converged["plateaued"] and out.control.rejected and out.seeds["counts"]["meet"] == 3
+    assert set(out.converged["seeds"][0]["runs"]) == {"bilinear", "key-norm"}
+    assert [p["rejected"] for p in out.control.power] == [True, True, False, False]  # λ = 0, 0.5 | 0.9, 1
 
 
-def test_trained_models_control_accepted_reads_not_discriminating(ctx, planted_models, monkeypatch):
-    # Planted: the gap slot of the control holds a model with the bilinear gap instead of BMA, so the rule
-    # accepts it; compared against settle's 'not discriminating'.
-    result, controls, _ = planted_models
-    controls["exact-key-norm"] = result["metrics"]["bilinear"]["eval"]
+def test_trained_models_control_accepted_reads_not_discriminating(ctx, planted_models):
+    # Planted: the power curve's λ = 1 point (the control's gap slot) holds the bilinear gap instead of BMA, so the
+    # rule accepts the control; compared against settle's 'not discriminating'.
+    _, _, power = planted_models
+    power[1.0] = _eval(FIT["gap_eval"])
     out = prop2.prop2_trained_models(ctx)
     assert out.verdict == "pass" and not out.control.rejected
     verdict, reason = settle(out)
     assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
 
 
-def test_trained_models_unconverged_run_is_not_a_pass_or_a_fail(ctx, planted_models):
-    # The bilinear run's loss still falls over its last 20% of steps: not converged, so a pass reads 'not
-    # converged' and a miss reads inconclusive instead of fail.
-    result, _, _ = planted_models
-    result["metrics"]["bilinear"]["history"]["loss"] = FALLING_LOSS
+def test_trained_models_count_rule_and_unconverged_seeds(ctx, planted_models):
+    # Three seeds: one key-norm model misses (2 of 3 meet: undecided); all three still falling: none counts.
+    results, _, _ = planted_models
+    seeds = prop2._seeds(ctx)
+    A = prop2._instance_A(ctx)
+    results[seeds[2]] = _result(A, [0.05] * 3)
     out = prop2.prop2_trained_models(ctx)
-    assert out.converged["plateaued"] is False and out.converged["not_plateaued"] == ["bilinear"]
-    assert settle(out) == ("inconclusive", NOT_CONVERGED)
-    result["metrics"]["key-norm"]["eval"]["gap"] = [0.05] * 3  # and the key-norm model misses
+    assert out.verdict == "inconclusive" and out.reason.startswith("count rule undecided: 2 of 3 seeds meet")
+    for seed in seeds:
+        results[seed] = _result(A, [0.002] * 3, loss=FALLING_LOSS)
     out = prop2.prop2_trained_models(ctx)
-    assert out.verdict == "inconclusive" and "not converged" in out.reason
+    assert not out.converged["plateaued"] and settle(out)[0] == "inconclusive" and "3 not converged" in out.reason
 
 
-def test_trained_models_fail_when_the_key_norm_model_does_not_close_on_a_converged_run(ctx, planted_models):
-    result, _, _ = planted_models
-    result["metrics"]["key-norm"]["eval"]["gap"] = [0.03, 0.05, 0.001]  # misses at L' = 1 and 3
+def test_trained_models_fail_on_converged_key_norm_selectors_frozen_off_bma(ctx, planted_models):
+    # Stand-in that cannot represent BMA: the key-norm selector frozen at 0.5 × its exact weights (a tempered
+    # posterior, evaluated against the exact posterior), flat loss records on every seed.
+    results, _, _ = planted_models
+    A = prop2._instance_A(ctx)
+    cfg = prop2.DSModelConfig(selector="key-norm", d=prop2.D, H=prop2.H, L=prop2.TRAIN_L, copier="exact")
+    frozen = shrunk_key_norm_evaluations(A, prop2.RHO, cfg, (0.5,), SMALL["fit_L"], n_eval=300, seed=1)[0.5]
+    assert max(frozen["gap"]) > prop2.GAP_TOL
+    for seed in prop2._seeds(ctx):
+        results[seed] = _result(A, frozen["gap"]) | {}
+        results[seed]["metrics"]["key-norm"]["eval"] = frozen
     out = prop2.prop2_trained_models(ctx)
-    assert out.converged["plateaued"] is True and out.verdict == "fail" and out.instance is not None
-    assert settle(out) == ("fail", "")
+    assert out.converged["plateaued"] and settle(out) == ("fail", "") and out.instance is not None
 
 
 @pytest.mark.slow
@@ -228,44 +247,40 @@ def test_trained_models_check_catches_a_key_norm_model_without_its_feature(ctx, 
 def test_ffn_rule_on_planted_evaluations():
     # Compared against the stated rule: within 0.02 nats (+3 SE) at every L' and below the best bilinear W's
     # in-sample gap (− 3 SE) at every L' <= 10 tested (here L' = 1, 3).
-    fit = _curve([0.044, 0.074, 6e-4], [1e-3, 2e-3, 1e-4], [0.044, 0.075, 4.7e-3], [1e-3, 2e-3, 1.5e-3])
-    assert prop2._decide_ffn(_eval([0.003, 0.004, 1e-4]), fit)["verdict"] == "pass"
-    at_bilinear = prop2._decide_ffn(_eval([0.044, 0.074, 1e-4]), fit)  # the bilinear optimum: neither
+    assert prop2._decide_ffn(_eval([0.003, 0.004, 1e-4]), FIT)["verdict"] == "pass"
+    at_bilinear = prop2._decide_ffn(_eval([0.044, 0.074, 1e-4]), FIT)  # the bilinear optimum: neither
     assert not at_bilinear["closes"] and at_bilinear["not_below_at_L"] == [1, 3]
-    late = prop2._decide_ffn(_eval([0.003, 0.004, 0.03]), fit)  # below bilinear, but 0.03 at L' = 20
+    late = prop2._decide_ffn(_eval([0.003, 0.004, 0.03]), FIT)  # below bilinear, but 0.03 at L' = 20
     assert not late["closes"] and late["below_best_bilinear"] and late["verdict"] == "fail"
-    noisy = prop2._decide_ffn(_eval([0.003, 0.004, 1e-4], se=0.006), fit)  # 0.004 + 3 x 0.006 > 0.02
+    noisy = prop2._decide_ffn(_eval([0.003, 0.004, 1e-4], se=0.006), FIT)  # 0.004 + 3 x 0.006 > 0.02
     assert noisy["verdict"] == "fail"
 
 
-def test_ffn_check_passes_and_rejects_its_control(ctx, planted_models):
-    # Planted: an FFN within 0.004 nats of BMA, the FFN at its init 1.5-2.5 nats away (compared against the rule).
-    _, _, ffn = planted_models
-    ffn["eval"] = _eval([0.003, 0.004, 1e-4])
+def test_ffn_check_passes_and_rejects_the_best_bilinear_w(planted_models, tmp_path):
+    # Planted: an FFN within 0.004 nats of BMA on every seed; the control is the best bilinear W (0.075 at L' = 3).
+    _, ffns, _ = planted_models
+    ctx = CheckContext(tier="full", seed=0, figures_dir=tmp_path)
+    for seed in prop2._seeds(ctx):
+        ffns[seed] = {"model": None, "history": {"loss": list(FLAT_LOSS)}, "eval": _eval([0.003, 0.004, 1e-4])}
     out = prop2.prop2_ffn_closes_gap(ctx)
     assert settle(out) == ("pass", ""), out.summary
-    assert out.control.rejected and out.findings[0].status == "holds" and out.summary.startswith("reproduced")
+    assert out.control.rejected and out.findings[0].status == "holds" and out.seeds["counts"]["meet"] == 5
+    assert [p["rejected"] for p in out.control.power] == [True, True, False, False]
     json.dumps(jsonable(out.measured))
     json.dumps(out.findings[0].as_dict())
 
 
-def test_ffn_check_control_accepted_reads_not_discriminating(ctx, planted_models):
-    # Planted: the 'initial weights' already close the gap, so the rule accepts the control: a pass must not
-    # stand (compared against settle's 'not discriminating'); the finding is then open, not holds.
-    _, _, ffn = planted_models
-    ffn["eval"] = ffn["init_eval"] = _eval([0.003, 0.004, 1e-4])
-    out = prop2.prop2_ffn_closes_gap(ctx)
-    assert out.verdict == "pass" and not out.control.rejected
-    verdict, reason = settle(out)
-    assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
-    assert out.findings[0].status == "open"
-
-
-def test_ffn_check_miss_is_refuted_when_converged_and_open_when_not(ctx, planted_models):
-    _, _, ffn = planted_models  # the planted FFN sits at 0.05-0.13 nats
+def test_ffn_check_on_the_best_bilinear_w_is_refuted_when_converged_and_open_when_not(planted_models, tmp_path):
+    # Stand-in that cannot represent BMA (Proposition 2): the best bilinear W's held-out gaps as the FFN's, on every
+    # seed, flat loss records: refuted; the same with falling records: open (not converged).
+    _, ffns, _ = planted_models
+    ctx = CheckContext(tier="full", seed=0, figures_dir=tmp_path)
+    best = {"L": FIT["L"], "gap": FIT["gap_eval"], "gap_se": FIT["gap_eval_se"]}
+    for seed in prop2._seeds(ctx):
+        ffns[seed] = {"model": None, "history": {"loss": list(FLAT_LOSS)}, "eval": _eval(best["gap"])}
     out = prop2.prop2_ffn_closes_gap(ctx)
     assert out.verdict == "fail" and out.findings[0].status == "refuted" and out.instance is not None
-    assert out.summary.startswith("not reproduced")
-    ffn["history"]["loss"] = FALLING_LOSS
+    for seed in prop2._seeds(ctx):
+        ffns[seed]["history"]["loss"] = FALLING_LOSS
     out = prop2.prop2_ffn_closes_gap(ctx)
     assert out.verdict == "inconclusive" and "not converged" in out.reason and out.findings[0].status == "open"
