@@ -15,6 +15,7 @@ from typing import ClassVar
 import torch
 
 from bma_verify.model._common import check_int_fields, check_output_rule
+from bma_verify.model.gpt import GPT_POSITIONS, GPTConfig
 from bma_verify.model.standard import LAYER1_INITS, POSITIONS
 
 
@@ -99,9 +100,32 @@ class StandardOptions:
         """Checks that need the run's shared fields (the width's split over K heads is StandardConfig's)."""
 
 
-ModelOptions = StructuredOptions | AbsoluteOptions | StandardOptions
+@dataclass(frozen=True)
+class GPTOptions:
+    """A run of the standard GPT on the flattened token stream (model/gpt.py; trained by model/gpt_training.py,
+    which ignores ``K``): depth, width, heads and the position reading."""
+
+    kind: ClassVar[str] = "gpt"
+    depth: int = 2
+    width: int = 64
+    heads: int = 4
+    position: str = "absolute"  # learned absolute embeddings, or "rope"
+
+    def __post_init__(self) -> None:
+        check_int_fields(self, (("depth", 1), ("width", 1), ("heads", 1)))
+        if self.position not in GPT_POSITIONS:
+            raise ValueError(f"position must be one of {GPT_POSITIONS}, got {self.position!r}")
+
+    def check_run(self, config: TrainConfig) -> None:
+        """The width must split into heads of an even size (RoPE rotates pairs): GPTConfig checks it."""
+        GPTConfig(d=config.d, n_tokens=(config.L + 1) * config.H, depth=self.depth, width=self.width,
+                  heads=self.heads, position=self.position)
+
+
+ModelOptions = StructuredOptions | AbsoluteOptions | StandardOptions | GPTOptions
 #: Every model kind by name (the ``"model"`` entry of a config record).
-MODEL_OPTIONS = {options.kind: options for options in (StructuredOptions, AbsoluteOptions, StandardOptions)}
+MODEL_OPTIONS = {options.kind: options for options in (StructuredOptions, AbsoluteOptions, StandardOptions,
+                                                       GPTOptions)}
 
 
 @dataclass
@@ -135,7 +159,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.model, tuple(MODEL_OPTIONS.values())):
             raise ValueError(f"model must be the options of one model kind ({', '.join(MODEL_OPTIONS)}: "
-                             f"StructuredOptions, AbsoluteOptions, StandardOptions), got {self.model!r}")
+                             f"StructuredOptions, AbsoluteOptions, StandardOptions, GPTOptions), got {self.model!r}")
         check_int_fields(self, (("d", 2), ("H", 2), ("L", 1), ("K", 1), ("batch_size", 1), ("steps", 0),
                                ("eval_contexts", 1), ("eval_every", 1), ("checkpoint_every", 1), ("warmup", 0),
                                ("seed", 0)))

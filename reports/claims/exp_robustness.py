@@ -1,235 +1,263 @@
-"""Claim exp-robustness (Appendix G): absolute position embeddings and a standard transformer with FFNs learn the
-same parent-selecting attention as the structured model.
+"""Claim exp-robustness (Appendix G): a standard transformer with FFN, and absolute position embeddings, learn the
+same mechanism as the structured model (attention that selects parents, predictions near BMA).
 
-The check trains the robustness preset (an absolute-PE disentangled run and a standard transformer with relative
-positions; model/presets.py) and judges each deciding run by fig2's rule, with BMA reading only the last ceil(L/2)
-examples as the control and the bar a run must beat. How the runs were chosen: docs/notes/exp-robustness.md.
+The standard-transformer part is decided by a GPT (nanoGPT's decoder on the flattened (L + 1)·H token stream;
+model/gpt.py), judged per token against BMA in KL: mean KL(BMA ‖ model) over the query example's positions h ≥ 1 on
+held-out contexts. A converged GPT reproduces when its KL is below that of BMA reading L − 1 of the L examples (the
+near-miss control, with its power over m examples read). The absolute-PE part is the disentangled transformer with
+absolute PE, judged by fig2's rule. The two-stream model of model/standard.py is a diagnostic, "task-shaped (ours)",
+and never decides. Every reading decides on the report's training seeds by the count rule. Tuning and budgets:
+docs/notes/exp-robustness.md.
 """
 from __future__ import annotations
 
-from bma_verify.model import analysis, figures
-from bma_verify.model.convergence import runs_plateau
-from bma_verify.model.training import eval_batch
-from bma_verify.reports.checks.trained import (LOSS_COLUMNS, NOISE_BAND, combine_sides, control_measured, draw_figure,
-                                               fig2_sides, fig2_threshold, half_examples, loss_split_rows,
-                                               not_converged_reason, run_convergence, threshold_side, trained_runs,
-                                               trained_verdict)
+import math
+
+from bma_verify.model import analysis
+from bma_verify.model.convergence import run_plateau
+from bma_verify.model.gpt_training import GPT_READINGS, KL_RESOLUTION, bma_reading_levels, train_gpt
+from bma_verify.model.presets import preset_configs
+from bma_verify.model.training import eval_batch, train
+from bma_verify.reports.checks.trained import (NOISE_BAND, combine_sides, count_rule_text, count_verdict,
+                                               fig2_sides, half_examples, near_miss_control, power_text,
+                                               run_convergence, seeds_record, seeds_text, threshold_side,
+                                               training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
 
-#: Regression tolerances of every run (the reference: quick tier, seed 0): about twice what another host's CPU
-#: kernels moved the absolute-PE run (history: docs/notes/exp-robustness.md).
-RUN_TOLERANCES = {"query_loss": {"abs": 0.004}, "gap_to_bma": {"abs": 0.004}, "parent_loss": {"abs": 0.02},
-                  "parent_loss_gap": {"abs": 0.02}, "parent_accuracy": {"abs": 0.012},
-                  "examples_equivalent": {"abs": 0.4}}
+#: What each reading is, as the report names it.
+READING_NAMES = {"gpt-d2-absolute": "GPT, depth 2, learned absolute positions",
+                 "gpt-d2-rope": "GPT, depth 2, rotary positions",
+                 "gpt-d3-absolute": "GPT, depth 3, learned absolute positions",
+                 "gpt-d3-rope": "GPT, depth 3, rotary positions",
+                 "absolute": "disentangled transformer with absolute PE",
+                 "standard": "task-shaped (ours): two streams, relative biases",
+                 "standard-copy-init": "task-shaped (ours), layer 1 started as the copier"}
+#: The GPT reading that decides the standard-transformer part: the strongest on the development seeds' grid
+#: (docs/notes/exp-robustness.md); the other GPT readings are diagnostics.
+DECIDING_GPT = "gpt-d2-absolute"
+#: Which part of the claim each deciding reading decides.
+DECIDES = {DECIDING_GPT: "standard transformer", "absolute": "absolute position embeddings"}
+#: Training seeds per reading and tier (the first n of the report's robustness seeds). The quick tier's budget
+#: (~100 s on one core) affords one GPT reading on 3 seeds; a deciding reading it cannot afford reads "quick tier
+#: cannot decide" and is not trained there.
+SEED_PLAN = {"quick": {DECIDING_GPT: 3},
+             "full": {**{r: 2 for r in GPT_READINGS}, DECIDING_GPT: 5, "absolute": 5, "standard": 1,
+                      "standard-copy-init": 1}}
+#: Why a reading is not trained at the quick tier (the rest: its budget affords one GPT reading on 3 seeds).
+QUICK_SKIPPED = {"absolute": "its run at the fig2 setting (1500 steps at batch 512, 44 s on one core) on 3 seeds "
+                             "exceeds the quick tier's budget for this claim (~100 s on one core)",
+                 "standard": "a diagnostic trained at the full tier only",
+                 "standard-copy-init": "a diagnostic trained at the full tier only"}
+#: Standard errors by which a GPT's KL must sit below (above) BMA reading L − 1 to meet (miss) the rule.
+KL_Z = 2.0
+#: Regression tolerances of the first seed's values (quick tier): ATEN_CPU_CAPABILITY default against avx2 moved KL
+#: and query loss by < 1e-7 (docs/notes/exp-robustness.md); loose for other CPUs, about 1/25 of the first seed's
+#: distance to its bar (0.051 nats).
+RUN_TOLERANCES = {"kl": {"abs": 0.002}, "query_loss": {"abs": 0.002}}
 
 
-def _robustness_reading(ctx: CheckContext, run, half: dict) -> dict:
-    """One run's reading, once its held-out curve has plateaued: fig2's rule, and a run no better than BMA reading
-    half its examples fails. A run still improving reads inconclusive (not converged). A run with fewer layer-1
-    heads than examples (under-provisioned: it cannot give each example its own copier head, which the hand-set
-    standard model that equals BMA needs) is judged alike, and its reason says so."""
-    m, c = run.metrics, run.config
-    sides = fig2_sides(ctx, m)
-    converged = run_convergence(m)
-    under = c.K < c.L
-    # better than the control by more than the band of an accuracy
-    vs_control = threshold_side(m["parent_accuracy"], half["parent_accuracy"], NOISE_BAND["accuracy"], upper=False)
-    below = vs_control == "fail"
-    below_text = (f"ends no better than its control (parent accuracy {m['parent_accuracy']:.3f} vs "
-                  f"{half['parent_accuracy']:.3f} for BMA reading the last {half['examples']} of {half['L']} examples)")
-    under_text = (f"under-provisioned: K = {c.K} layer-1 heads for L = {c.L} examples (the hand-set standard model "
-                  "that equals BMA gives each example its own head)")
-    status = "fail" if below else combine_sides(sides)
-    notes = "; ".join(text for text, flag in ((under_text, under), (f"it {below_text}", below)) if flag)
-    verdict, reason = trained_verdict(status, converged, sides)
-    if not converged["plateaued"]:  # a run's pass is withheld here, not only by settle: the claim names the run
-        verdict, reason = "inconclusive", not_converged_reason(converged)
-    if verdict != "pass" and notes:
-        reason = f"{reason}; {notes}" if reason else notes
-    return {"verdict": verdict, "reason": reason, "converged": converged, "under_provisioned": under,
-            "below_control": below, "sides": sides}
+def train_reading(ctx: CheckContext, label: str, seed: int):
+    """Reading ``label``'s run on training seed ``seed`` (the robustness preset's config), trained once per report."""
+    key = f"exp-robustness:{label}:{ctx.tier}:{seed}:{ctx.device}"
+    if key not in ctx.cache:
+        config = preset_configs("robustness", tier=ctx.tier, seed=seed, device=ctx.device)[label]
+        ctx.cache[key] = train_gpt(config, quiet=ctx.quiet) if label in GPT_READINGS else train(config,
+                                                                                              quiet=ctx.quiet)
+    return ctx.cache[key]
 
 
-def _is_standard(config) -> bool:
-    return config.model.kind == "standard"
-
-
-def _layer1_init(config) -> str:
-    """How layer 1 starts: the standard run's ``layer1_init``; the disentangled models start it at random, which
-    the report names "mimetic" as the standard model's random start."""
-    return config.model.layer1_init if _is_standard(config) else "mimetic"
-
-
-def _scale(config) -> dict:
-    return {"d": config.d, "H": config.H, "L": config.L}
-
-
-def _scale_text(config) -> str:
-    position = f", {config.model.position} positions" if _is_standard(config) else ""
-    return f"d = {config.d}, H = {config.H}, L = {config.L}{position}"
-
-
-def _objective_assumptions(runs: dict, labels) -> list[str]:
-    """The training objective of each deciding run whose loss weighs the examples (``example_weight_power``), a
-    choice of ours that the claim's result rests on, named with the value each run used."""
-    weighted = [label for label in labels
-                if _is_standard(runs[label].config) and runs[label].config.model.example_weight_power]
-    return [f"{label} trains on the language-model loss of every example with example l weighted by l^"
-            f"{runs[label].config.model.example_weight_power:g} (our choice: an example offset of L exists only in "
-            "the query example's terms, and the plain objective, every example alike, left the oldest example the "
-            "worst copied and the report seed's quick run not converged; model.presets.standard_config)"
-            + (f", evaluated as a {runs[label].config.ema:g} moving average of its weights"
-               if runs[label].config.ema else "")
-            for label in weighted]
+def kl_side(kl: float, bar: float, se: float) -> str:
+    """The rule on one run: 'pass' when its KL is below ``bar`` (BMA reading L − 1) by more than KL_Z standard
+    errors of the paired difference, 'fail' when it is not below ``bar`` by less than that (a predictor no better
+    than the control fails), 'noise' in between."""
+    margin = bar - kl
+    return "pass" if margin > KL_Z * se else ("fail" if margin <= -KL_Z * se else "noise")
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The check: compute (each run against BMA reading fewer examples), decide (fig2's rule per run), render.
+# Compute: each reading over its seeds.
+
+def _gpt_seed(run) -> dict:
+    m = run.metrics
+    values = {k: m[k] for k in ("kl", "kl_uniform_parent", "kl_bma_half", "kl_bma_minus_one", "kl_true_parent",
+                                "query_loss")}
+    values |= {f"layer{a['layer']}_parent_accuracy": a["parent_accuracy"] for a in m["attention"]}
+    return {"status": kl_side(m["kl"], m["kl_bma_minus_one"], m["kl_gap_se"]),
+            "test": run_plateau(m, "kl", min_drop=KL_RESOLUTION), "values": values}
+
+
+def _disentangled_seed(ctx: CheckContext, run) -> dict:
+    """fig2's rule, and no better than BMA reading the last ceil(L/2) examples fails."""
+    m = run.metrics
+    half = analysis.truncated_bma_metrics(run.kernel, eval_batch(run.config, run.kernel, run.config.L),
+                                          half_examples(run.config.L))
+    below = threshold_side(m["parent_accuracy"], half["parent_accuracy"], NOISE_BAND["accuracy"], upper=False)
+    status = "fail" if below == "fail" else combine_sides(fig2_sides(ctx, m))
+    values = {k: m[k] for k in ("query_loss", "gap_to_bma", "parent_loss_gap", "parent_accuracy",
+                                "bma_parent_accuracy")}
+    return {"status": status, "test": run_convergence(m), "values": values}
+
+
+def gpt_control(run) -> Control:
+    """BMA reading L − 1 of the run's L examples, judged by the KL rule, with the rule's power over m = 0 … L."""
+    levels = bma_reading_levels(run.kernel, eval_batch(run.config, run.kernel, run.config.L))
+    L, bar = run.config.L, levels[-2]["kl"]
+    power = [{"x": p["m"], "label": f"BMA reading {p['m']} of {L}", "value": p["kl"],
+              "rejected": kl_side(p["kl"], bar, p["gap_se"]) != "pass"} for p in levels]
+    return Control(f"BMA reading only the last {L - 1} of {L} examples on the same contexts (one example ignored), "
+                   "judged by the KL rule", {"examples": L - 1, "L": L, "kl": bar}, power[-2]["rejected"],
+                   power=power)
+
+
+def _reading(ctx: CheckContext, label: str, seeds: list[int]) -> dict:
+    """One reading on its seeds: per-seed status and plateau test, the count rule, the seeds record, the first
+    seed's run and its near-miss control."""
+    runs = [train_reading(ctx, label, s) for s in seeds]
+    gpt = label in GPT_READINGS
+    per_seed = [_gpt_seed(r) if gpt else _disentangled_seed(ctx, r) for r in runs]
+    statuses, tests = [p["status"] for p in per_seed], [p["test"] for p in per_seed]
+    verdict, reason, converged = count_verdict(statuses, tests)
+    record = seeds_record(seeds, statuses, tests, [p["values"] for p in per_seed])
+    if verdict == "fail":
+        reason = f"converged seeds miss the rule: {seeds_text(record)}"
+    control = gpt_control(runs[0]) if gpt else near_miss_control(ctx, runs[0], fig2_sides)
+    return {"label": label, "verdict": verdict, "reason": reason, "converged": converged, "control": control,
+            "seeds": record, "run": runs[0],
+            "first": per_seed[0]["values"]}
+
+
+def _skipped(label: str, tier: str) -> dict:
+    why = QUICK_SKIPPED.get(label, "the quick tier's budget affords one GPT reading on 3 seeds")
+    return {"label": label, "verdict": "inconclusive", "reason": f"{tier} tier cannot decide: {why}",
+            "converged": None, "control": None, "seeds": None, "run": None, "first": None}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The check: compute (each planned reading), decide (the deciding readings), render.
 
 def exp_robustness(ctx: CheckContext) -> CheckOutcome:
-    """Appendix G: absolute-PE and standard (FFN, pre-norm) transformers at the fig2 setting (the quick tier's
-    standard run at a declared reduced scale)."""
-    runs = trained_runs(ctx, "robustness")
-    per_run = {label: _compute_run(r) for label, r in runs.items()}
-    decided = _decide(ctx, runs, per_run)
-    return _render(ctx, runs, per_run, decided)
+    """Appendix G: the standard GPT (deciding reading and diagnostics) and the absolute-PE disentangled model."""
+    seeds = training_seeds(ctx, "robustness")
+    plan = SEED_PLAN[ctx.tier]
+    readings = {label: _reading(ctx, label, seeds[:plan[label]]) if label in plan else _skipped(label, ctx.tier)
+                for label in READING_NAMES}
+    return _render(ctx, readings, _decide(readings))
 
 
-def _compute_run(run) -> dict:
-    """How much evidence one run uses, on the held-out contexts its metrics were measured on: BMA's accuracy
-    reading the last m examples, the m that matches the run, BMA reading half of them, and (standard runs) where
-    its layer-1 heads go."""
-    batch = eval_batch(run.config, run.kernel, run.config.L)
-    by_examples = analysis.bma_accuracy_by_examples(run.kernel, batch.context, batch.parents)
-    return {"batch": batch, "by_examples": by_examples,
-            "equivalent": analysis.examples_equivalent(run.metrics["parent_accuracy"], by_examples),
-            "half": analysis.truncated_bma_metrics(run.kernel, batch, half_examples(run.config.L)),
-            "heads": analysis.standard_head_summary(run.model, batch) if _is_standard(run.config) else None}
+def _decide(readings: dict) -> dict:
+    """The claim fails when a deciding reading fails, passes when every one passes, else is inconclusive."""
+    deciding = [readings[label] for label in DECIDES]
+    verdicts = [r["verdict"] for r in deciding]
+    verdict = "fail" if "fail" in verdicts else ("pass" if all(v == "pass" for v in verdicts) else "inconclusive")
+    reason = "" if verdict == "pass" else "; ".join(
+        f"{DECIDES[r['label']]} ({r['label']}): {r['reason'] or r['verdict']}" for r in deciding
+        if r["verdict"] == verdict)
+    controls = {r["label"]: r["control"] for r in deciding if r["control"] is not None}
+    main = controls.get(DECIDING_GPT) or next(iter(controls.values()), None)
+    control = None if main is None else Control(
+        "for each deciding reading, BMA reading L − 1 of its L examples on the same contexts, judged by that "
+        "reading's rule", {label: {"measured": c.measured, "rejected": c.rejected} for label, c in controls.items()},
+        all(c.rejected for c in controls.values()), power=main.power)
+    tested = [r for r in deciding if r["converged"] is not None]
+    converged = {"plateaued": bool(tested) and all(r["converged"]["plateaued"] for r in tested),
+                 "readings": {r["label"]: r["converged"] for r in tested}} if tested else None
+    return {"verdict": verdict, "reason": reason, "control": control, "converged": converged}
 
 
-def _decide(ctx: CheckContext, runs: dict, per_run: dict) -> dict:
-    """Each run's reading, the verdict over the deciding runs (a run whose layer 1 starts as the copier is a
-    diagnostic of the selector alone) and the control: fig2's rule on BMA reading half the examples."""
-    readings = {label: _robustness_reading(ctx, r, per_run[label]["half"]) for label, r in runs.items()}
-    diagnostic = {label for label, r in runs.items() if _layer1_init(r.config) == "copy"}
-    deciding = [label for label in runs if label not in diagnostic]
-    decided = [readings[label]["verdict"] for label in deciding]
-    verdict = ("pass" if all(v == "pass" for v in decided) else "fail" if "fail" in decided else "inconclusive")
-    reason = "" if verdict == "pass" else "; ".join(f"{label}: {readings[label]['reason']}" for label in deciding
-                                                    if readings[label]["verdict"] == verdict)
-    control_sides = {label: fig2_sides(ctx, per_run[label]["half"]) for label in deciding}
-    control = Control(
-        "BMA reading only the last ceil(L/2) examples of each deciding run's held-out contexts, judged by fig2's "
-        "rule (and the bar a deciding run must beat)",
-        {label: control_measured(per_run[label]["half"], control_sides[label]) for label in deciding},
-        all(combine_sides(s) == "fail" for s in control_sides.values()))
-    return {"readings": readings, "diagnostic": diagnostic, "deciding": deciding, "verdict": verdict,
-            "reason": reason,
-            "converged": runs_plateau({label: readings[label]["converged"] for label in deciding}),
-            "control": control, "under": [label for label in deciding if readings[label]["under_provisioned"]],
-            "chance": {label: analysis.chance_parent_accuracy(r.config.H) for label, r in runs.items()}}
+def _measured(r: dict) -> dict:
+    run = r["run"]
+    out = {"name": READING_NAMES[r["label"]], "decides": DECIDES.get(r["label"]), "verdict": r["verdict"],
+           "reason": r["reason"]}
+    if run is None:
+        return out
+    c = run.config
+    return out | r["first"] | {"scale": {"d": c.d, "H": c.H, "L": c.L}, "steps": c.steps, "seeds": r["seeds"]["n"]}
 
 
-def _render(ctx: CheckContext, runs: dict, per_run: dict, d: dict) -> CheckOutcome:
-    failed = [label for label in d["deciding"] if d["readings"][label]["verdict"] == "fail"]
+def _table(readings: dict) -> Table:
+    rows = []
+    for label, r in readings.items():
+        if r["seeds"] is None or label not in GPT_READINGS:
+            continue
+        med = {k: v["median"] for k, v in r["seeds"]["metrics"].items()}
+        kl = r["seeds"]["metrics"]["kl"]
+        rows.append([label, r["seeds"]["n"], med["kl"], kl["min"], kl["max"], med["kl_uniform_parent"],
+                     med["kl_bma_half"], med["kl_bma_minus_one"], med["kl_true_parent"], r["verdict"]])
+    return Table("KL(BMA ‖ predictor), nats, query positions h ≥ 1 (median and range over seeds)",
+                 ["reading", "seeds", "model (median)", "min", "max", "uniform parent", "BMA ceil(L/2)",
+                  "BMA L − 1", "true parent", "verdict"], rows)
+
+
+def _render(ctx: CheckContext, readings: dict, d: dict) -> CheckOutcome:
+    trained = {label: r for label, r in readings.items() if r["seeds"] is not None}
     return CheckOutcome(
         verdict=d["verdict"], reason=d["reason"], converged=d["converged"], control=d["control"],
-        instance={label: {"config": runs[label].metrics["config"], "kernel": runs[label].kernel.tolist()}
-                  for label in failed} or None,
-        measured={label: _run_measured(r, per_run[label], d, label) for label, r in runs.items()},
-        threshold=fig2_threshold(ctx, per_run[d["deciding"][0]]["half"])
-        | {"fail": "a converged deciding run that misses fig2's rule, or whose parent accuracy is below that of BMA "
-                   "reading the last ceil(L/2) examples by more than the band"},
-        summary=_summary(runs, per_run, d), assumptions=_assumptions(runs, d),
-        tables=[Table("losses (nats/token)", LOSS_COLUMNS,
-                      sum((loss_split_rows(r.metrics, k) for k, r in runs.items()), []))],
-        figures=_figures(ctx, runs, per_run),
-        tolerances={f"{label}.{key}": tol for label in runs for key, tol in RUN_TOLERANCES.items()})
+        measured={label: _measured(r) for label, r in readings.items()},
+        threshold={"gpt": f"KL(BMA ‖ model) below KL(BMA ‖ BMA reading L − 1) by more than {KL_Z:g} standard "
+                          "errors of the paired difference over held-out contexts; not below it by less: fail",
+                   "absolute": "fig2's rule, and parent accuracy above BMA reading ceil(L/2) examples",
+                   "count_rule": count_rule_text(SEED_PLAN[ctx.tier][DECIDING_GPT]), "tier": ctx.tier},
+        summary=_summary(readings, d), assumptions=_assumptions(ctx, readings), tables=[_table(readings)],
+        seeds=_seeds(trained),
+        tolerances={f"{label}.{key}": tol for label in trained if label in GPT_READINGS
+                    for key, tol in RUN_TOLERANCES.items()})
 
 
-def _figures(ctx: CheckContext, runs: dict, per_run: dict) -> list[str]:
-    """Each run's attention heatmaps and, for a standard run, where its layer-1 heads go."""
-    figs = []
-    for label, r in runs.items():
-        batch, heads = per_run[label]["batch"], per_run[label]["heads"]
-        figs += draw_figure(ctx, f"robustness_{label}_attention.png",
-                            lambda p, r=r, batch=batch: figures.attention_heatmaps(r.model, r.kernel, batch, p))
-        if heads is not None:
-            figs += draw_figure(ctx, f"robustness_{label}_heads.png", lambda p, s=heads, label=label:
-                                figures.standard_heads_figure(s, p, title=label))
-    return figs
+def _seeds(trained: dict) -> dict | None:
+    """The deciding GPT reading's seeds record, with every other trained reading's under ``readings``."""
+    if DECIDING_GPT not in trained:
+        return None
+    others = {label: r["seeds"] for label, r in trained.items() if label != DECIDING_GPT}
+    return trained[DECIDING_GPT]["seeds"] | ({"readings": others} if others else {})
 
 
-def _run_measured(r, computed: dict, d: dict, label: str) -> dict:
-    reading, heads = d["readings"][label], computed["heads"]
-    return ({k: r.metrics[k] for k in ("query_loss", "bma_loss", "gap_to_bma", "parent_loss", "bma_parent_loss",
-                                       "parent_loss_gap", "parent_accuracy", "bma_parent_accuracy", "steps")}
-            | {"heads": r.config.K, "layer1_init": _layer1_init(r.config), "scale": _scale(r.config),
-               "position": r.config.model.position if _is_standard(r.config) else None,
-               "chance_parent_accuracy": d["chance"][label],
-               "counts_toward_verdict": label not in d["diagnostic"],
-               "under_provisioned": reading["under_provisioned"], "below_control": reading["below_control"],
-               "examples_equivalent": computed["equivalent"],
-               **({"layer1_heads": {k: heads[k] for k in ("example_offset", "position_offset", "same_position_mass",
-                                                          "covered")}} if heads is not None else {}),
-               "bma_parent_accuracy_last_m_examples": computed["by_examples"].tolist(),
-               "verdict": reading["verdict"]})
+def _reading_text(r: dict) -> str:
+    label, head = r["label"], f"{r['label']} ({READING_NAMES[r['label']]})"
+    role = f"decides the {DECIDES[label]} part" if label in DECIDES else "diagnostic"
+    if r["seeds"] is None:
+        return f"{head}, {role}: {r['reason']}"
+    m, c = r["seeds"]["metrics"], r["run"].config
+    scale = f"d = {c.d}, H = {c.H}, L = {c.L}"
+    if label in GPT_READINGS:
+        numbers = (f"KL {m['kl']['median']:.4f} nats (range {m['kl']['min']:.4f}–{m['kl']['max']:.4f}) against "
+                   f"{m['kl_bma_minus_one']['median']:.4f} for BMA reading {c.L - 1} of {c.L} examples, "
+                   f"{m['kl_uniform_parent']['median']:.4f} for the uniform-parent mixture")
+    else:
+        numbers = (f"L_pa gap {m['parent_loss_gap']['median']:+.3f} (range {m['parent_loss_gap']['min']:+.3f} to "
+                   f"{m['parent_loss_gap']['max']:+.3f})")
+    return (f"{head}, {role}, {scale}: {numbers}; {seeds_text(r['seeds'])}; {r['verdict']}"
+            + (f" ({r['reason']})" if r["reason"] and r["verdict"] != "fail" else ""))
 
 
-def _summary(runs: dict, per_run: dict, d: dict) -> str:
-    readings, chance, under, diagnostic = d["readings"], d["chance"], d["under"], d["diagnostic"]
-
-    def run_text(label: str, r) -> str:
-        heads = per_run[label]["heads"]
-        return (f"{label} ({_scale_text(r.config)}, {r.config.K} heads"
-                + (", under-provisioned" if readings[label]["under_provisioned"] else "")
-                + f"): parent accuracy {r.metrics['parent_accuracy']:.3f} vs BMA "
-                f"{r.metrics['bma_parent_accuracy']:.3f}, L_pa {r.metrics['parent_loss_gap']:+.3f}, gap "
-                f"{r.metrics['gap_to_bma']:.4f} ({readings[label]['verdict']}"
-                + (f": {readings[label]['reason']}" if readings[label]["reason"] else "")
-                + f"), the accuracy of BMA reading the last {per_run[label]['equivalent']:.1f} of {r.config.L} "
-                  "examples"
-                + (f"; its layer-1 heads copy examples {heads['covered'] or 'none'} at the same "
-                   f"position (of 1..{r.config.L})" if heads is not None else ""))
-
-    return ("; ".join(run_text(label, r) for label, r in runs.items())
-            + "; chance (uniform over h' < h) " + ", ".join(sorted({f"{chance[label]:.3f} at H = {r.config.H}"
-                                                                  for label, r in runs.items()}))
-            + ". Control: BMA reading the last ceil(L/2) examples is "
-              f"{'rejected' if d['control'].rejected else 'NOT rejected'} by fig2's rule."
-            + (f" Under-provisioned (K < L, judged like any run): {', '.join(under)}." if under
-               else "")
-            + (f" Diagnostic, not counted in the verdict: {', '.join(sorted(diagnostic))} starts layer 1 as "
-               "that copier (one head per example) and layer 2 at random, so it measures whether the standard "
-               "selector learns BMA's parent selection once the copies exist." if diagnostic else ""))
+def _summary(readings: dict, d: dict) -> str:
+    control = d["control"]
+    return ("; ".join(_reading_text(r) for r in readings.values())
+            + (f". Control: {control.description}: {'rejected' if control.rejected else 'NOT rejected'}; "
+               f"{power_text(control.power)}." if control is not None else "."))
 
 
-def _assumptions(runs: dict, d: dict) -> list[str]:
-    return [
-        "deciding runs: " + ", ".join(f"{label} ({runs[label].config.model.kind}, {_scale_text(runs[label].config)}, "
-                                      f"K = {runs[label].config.K}, {runs[label].config.steps} steps)"
-                                      for label in d["deciding"])
-        + "; each trained from a standard initialisation",
-        *_objective_assumptions(runs, d["deciding"]),
-        "the standard transformer reads positions through a learned bias per layer-1 head over the (example, "
-        "position) offset (relative positions, as T5 and Swin do; model/standard.py), our choice: with absolute "
-        "position embeddings its heads piled onto a few recent examples; the quick tier trains it at a reduced "
-        "scale that two cores can afford (stated with each run above), the full tier at the paper's fig2 "
-        "setting",
-        "a run whose layer 1 starts as the BMA copier (layer1_init='copy') is a diagnostic and never decides",
-        "a deciding run whose held-out curve has plateaued and that ends no better than BMA reading the last "
-        "ceil(L/2) examples, or misses fig2's rule, fails its reading (one with K < L is named under-provisioned);"
-        " a run still improving reads inconclusive",
-        "fig2's thresholds and noise bands (measured on fig2's structured run) apply to every architecture"]
+def _assumptions(ctx: CheckContext, readings: dict) -> list[str]:
+    gpt = next((r["run"].config for r in readings.values() if r["run"] is not None and r["label"] in GPT_READINGS),
+               None)
+    setting = ("" if gpt is None else f" (width {gpt.model.width}, {gpt.model.heads} heads, lr {gpt.lr:g}, batch "
+               f"{gpt.batch_size}, {gpt.steps} steps, AdamW with weight decay {gpt.weight_decay:g})")
+    return [f"the standard transformer is a GPT on the flattened stream of (L + 1)·H tokens with BOS, pre-LN blocks "
+            f"with causal attention and a 4× GELU FFN, GPT-2's N(0, 0.02) initialisation, next-token loss on every "
+            f"token, no other mask{setting}; the setting of each reading was chosen on development seeds only",
+            f"{DECIDING_GPT} decides the standard-transformer part (the strongest reading on the development seeds); "
+            "the other GPT readings and the task-shaped model (ours) are diagnostics",
+            f"the {ctx.tier} tier trains each reading on the seeds named with it; a reading whose converged seeds "
+            "split reads inconclusive by the count rule"]
 
 
 CLAIM = Claim(
     "exp-robustness",
-    "Appendix G: absolute position embeddings and a standard transformer with FFN learn the same "
-    "parent-selecting attention.",
-    "At the fig2 setting, AbsolutePETransformer and StandardTransformer reach parent-selecting second-layer "
-    "attention (parent accuracy and L_pa near BMA); the StandardTransformer (relative positions, our choice) "
-    "at a declared reduced scale (d = 5, H = 6, L = 4) in the quick tier.",
-    (Check("model", exp_robustness, "figures and numbers for both models", reading="reproduction"),),
+    "Appendix G: a standard transformer with FFN, and absolute position embeddings, learn the same mechanism: "
+    "parent-selecting attention and predictions near BMA.",
+    "A standard GPT (depth 2, learned absolute positions; decoder on the flattened token stream) reaches a per-token "
+    "KL(BMA ‖ model) below that of BMA reading L − 1 of the L examples, and the disentangled transformer with "
+    "absolute PE meets fig2's rule; at the fig2 setting (d = 5, H = 10, L = 10) in the full tier, at a declared "
+    "reduced scale (d = 5, H = 4, L = 3, GPT only) in the quick tier.",
+    (Check("model", exp_robustness, "KL against BMA per reading and seeds", reading="reproduction"),),
 )

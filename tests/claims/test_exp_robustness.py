@@ -1,126 +1,166 @@
-"""exp-robustness on stand-in runs: the Theorem 1 construction (it is BMA, so it passes fig2's rule) beside an
-untrained standard transformer (near chance, below its control) whose held-out curve is flat (a converged run that
-cannot represent BMA). The check must fail a deciding run no better than BMA reading half its examples, fail an
-under-provisioned converged run and name it so, leave the copy-initialised diagnostic out of the verdict, never
-pass a run still improving, and state each run's scale, chance level and objective.
+"""exp-robustness on stand-in runs. A GPT stand-in is a predictor whose metrics are computed exactly as a trained
+GPT's are (KL against BMA on the run's held-out contexts, the reference levels, a held-out curve): BMA itself
+(it must meet the rule), the uniform-parent mixture (a converged model that cannot represent BMA: it ignores the
+context, so it must fail), or BMA reading L − 1 examples (the near-miss control: it must fail too). The
+absolute-PE stand-ins are the Theorem 1 construction (tests/trained_stand_ins.py).
 
-Reference: ``numerics`` BMA on the same contexts, chance accuracy by hand, the values the tests set.
+Reference: ``numerics`` BMA on the same contexts, the count rule by hand, the values the tests set.
 """
 from __future__ import annotations
-
-from dataclasses import replace
 
 import numpy as np
 import pytest
 
+import bma_verify.model.tuning as tuning
 import bma_verify.reports.claims.exp_robustness as robustness
-from bma_verify.reports.core import CheckContext
-from tests.trained_stand_ins import patch_runs, stand_in_run, with_curve
+from bma_verify.model.gpt_training import (GPT_READINGS, bma_reading, kl_per_context, kl_references)
+from bma_verify.model.presets import preset_configs
+from bma_verify.model.train_config import config_record
+from bma_verify.model.training import TrainRun, eval_batch, run_kernel
+from bma_verify.reports.checks.trained import training_seeds
+from bma_verify.reports.core import CheckContext, settle
+from bma_verify.reports.render_evidence import seeds_line, seeds_table
+from tests.trained_stand_ins import held_out_curve, stand_in_run
+
+CURVE_STEPS = list(range(100, 1001, 100))
 
 
-def _robustness_runs(standard_K: int, layer1_init: str = "mimetic", curve: str = "flat") -> dict:
-    return {"construction": stand_in_run(L=5, construction=True),
-            "standard": stand_in_run(L=5, model_kind="standard", K=standard_K, layer1_init=layer1_init, curve=curve)}
+def gpt_stand_in(predictor: str, *, seed: int, tier: str = "quick", curve: str = "flat") -> TrainRun:
+    """A GPT run whose query predictive is ``predictor`` ("bma", "uniform" or "minus_one") on the preset's
+    held-out contexts, with the metrics train_gpt records and a held-out KL curve of ``curve``."""
+    config = preset_configs("robustness", tier=tier, seed=seed, device="cpu")[robustness.DECIDING_GPT]
+    config.eval_contexts = 512
+    kernel = run_kernel(config)
+    batch = eval_batch(config, kernel, config.L)
+    L = config.L
+    probs = {"bma": bma_reading(kernel, batch, L), "uniform": bma_reading(kernel, batch, 0),
+             "minus_one": bma_reading(kernel, batch, L - 1)}[predictor]
+    bma = bma_reading(kernel, batch, L)
+    per_context, near = kl_per_context(bma, probs), kl_per_context(bma, bma_reading(kernel, batch, L - 1))
+    kl = float(per_context.mean())
+    taken = np.take_along_axis(probs, batch.query[..., None], axis=-1)[:, 1:, 0]
+    metrics = kl_references(kernel, batch) | {
+        "kl": kl, "kl_gap_se": float(np.std(per_context - near, ddof=1) / np.sqrt(len(near))),
+        "query_loss": float(-np.log(taken).mean()), "steps": CURVE_STEPS[-1], "config": config_record(config),
+        "attention": [{"layer": 1, "parent_accuracy": 0.5}, {"layer": 2, "parent_accuracy": 0.9}],
+        "curves": {"step": CURVE_STEPS, "kl": held_out_curve(kl, curve)}}
+    return TrainRun(model=None, kernel=kernel, config=config, metrics=metrics)
 
 
-def _scaled_runs() -> dict:
-    return {"construction": stand_in_run(L=5, H=6, construction=True),
-            "standard": stand_in_run(L=3, H=4, model_kind="standard", K=4)}
+def _patch(monkeypatch, by_seed) -> list:
+    """Make the GPT readings train to ``by_seed(i)`` (predictor, curve) on the i-th seed and the disentangled ones
+    to the construction (BMA, flat curve); returns the labels trained."""
+    trained = []
+
+    def fake(ctx, label, seed):
+        trained.append(label)
+        if label in GPT_READINGS:
+            predictor, curve = by_seed(training_seeds(ctx, "robustness").index(seed))
+            return gpt_stand_in(predictor, seed=seed, tier=ctx.tier, curve=curve)
+        return stand_in_run(L=5, construction=True, seed=seed)
+
+    monkeypatch.setattr(robustness, "train_reading", fake)
+    return trained
 
 
-@pytest.mark.parametrize("layer1_init", ["mimetic", "copy"])
-def test_robustness_fails_a_deciding_run_no_better_than_its_control(layer1_init, monkeypatch, tmp_path):
-    # reference: the Theorem 1 construction is BMA, so its accuracy is BMA's with all L examples (m = L) and it
-    # passes; an untrained standard model with K = L heads sits near chance, below BMA reading 3 of 5 examples: as a
-    # deciding run it fails the claim; as the copy-initialised diagnostic it does not count
-    patch_runs(monkeypatch, {"robustness": _robustness_runs(5, layer1_init)})
-    outcome = robustness.exp_robustness(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
-    built, plain = outcome.measured["construction"], outcome.measured["standard"]
-    assert built["verdict"] == "pass" and built["examples_equivalent"] == 5.0, built
-    assert len(built["bma_parent_accuracy_last_m_examples"]) == 6
-    assert built["bma_parent_accuracy_last_m_examples"][-1] == pytest.approx(built["bma_parent_accuracy"])
-    assert plain["below_control"] and not plain["under_provisioned"] and plain["examples_equivalent"] < 1.0, plain
-    assert plain["verdict"] == "fail"
-    assert "last 5.0 of 5 examples" in outcome.summary
-    assert outcome.control.rejected
-    # where the standard model's layer-1 heads go, with its figure (the construction is not a standard model)
-    assert "layer1_heads" in plain and "layer1_heads" not in built
-    assert "robustness_standard_heads.png" in outcome.figures and (tmp_path / "robustness_standard_heads.png").exists()
-    assert (built["layer1_init"], plain["layer1_init"]) == ("mimetic", layer1_init)
-    if layer1_init == "copy":  # each head copies its own example at the same position (model/standard.py)
-        assert plain["layer1_heads"]["covered"] == [1, 2, 3, 4, 5]
-        assert outcome.verdict == "pass" and not plain["counts_toward_verdict"]
-        assert "Diagnostic, not counted in the verdict: standard" in outcome.summary
-    else:
-        assert outcome.verdict == "fail" and plain["counts_toward_verdict"]
-        assert "no better than its control" in outcome.reason and "Diagnostic" not in outcome.summary
-        assert outcome.instance["standard"]["config"]["model"] == "standard"
+def _quick():
+    return CheckContext(tier="quick", seed=0)
 
 
-def test_robustness_fails_an_under_provisioned_converged_run_and_names_it(monkeypatch):
-    # K = 4 layer-1 heads for L = 5 examples on a plateaued curve: a converged model that cannot represent BMA, so
-    # NOT REPRODUCED, with under-provisioned named; the same run still improving reads inconclusive
-    patch_runs(monkeypatch, {"robustness": _robustness_runs(4)})
-    outcome = robustness.exp_robustness(CheckContext(tier="quick", seed=0))
-    plain = outcome.measured["standard"]
-    assert plain["under_provisioned"] and plain["verdict"] == "fail"
-    assert outcome.verdict == "fail" and outcome.converged["plateaued"]
-    assert "under-provisioned" in outcome.reason and "under-provisioned" in outcome.summary
-    assert any("K < L" in a or "under-provisioned" in a for a in outcome.assumptions)
-    patch_runs(monkeypatch, {"robustness": _robustness_runs(4, curve="falling")})
-    outcome = robustness.exp_robustness(CheckContext(tier="quick", seed=0))
-    assert outcome.verdict == "inconclusive" and outcome.reason.startswith("standard: not converged")
-    assert outcome.converged["not_plateaued"] == ["standard"]
+def test_a_converged_gpt_that_ignores_the_context_is_not_reproduced(monkeypatch):
+    # the uniform-parent mixture on every seed with a flat curve: 3 of 3 converged seeds miss the rule, so the
+    # standard-transformer part (and the claim) reads NOT REPRODUCED; only the deciding reading trains at quick
+    trained = _patch(monkeypatch, lambda i: ("uniform", "flat"))
+    outcome = robustness.exp_robustness(_quick())
+    gpt = outcome.measured[robustness.DECIDING_GPT]
+    assert outcome.verdict == "fail" and gpt["verdict"] == "fail"
+    assert outcome.reason.startswith(f"standard transformer ({robustness.DECIDING_GPT})")
+    assert set(trained) == {robustness.DECIDING_GPT} and len(trained) == 3
+    record = outcome.seeds
+    assert record["counts"] == {"meet": 0, "miss": 3, "undecided": 0, "not_converged": 0}
+    # the first seed's KL is that of the uniform-parent mixture, a reference level of the same run
+    assert gpt["kl"] == pytest.approx(gpt["kl_uniform_parent"]) and gpt["kl"] > gpt["kl_bma_minus_one"]
+    assert outcome.measured["absolute"]["reason"].startswith("quick tier cannot decide")
 
 
-def test_robustness_states_each_runs_scale_and_its_own_chance(monkeypatch):
-    # runs at different scales (the quick tier's standard run is smaller than fig2's setting): each run's measured
-    # values carry its (d, H, L) and the chance accuracy at its own H (reference: mean over h of 1/h, by hand)
-    patch_runs(monkeypatch, {"robustness": _scaled_runs()})
-    outcome = robustness.exp_robustness(CheckContext(tier="quick", seed=0))
-    by_hand = {H: float(np.mean(1 / np.arange(1, H))) for H in (4, 6)}
-    assert outcome.measured["standard"]["scale"] == {"d": 4, "H": 4, "L": 3}
-    assert outcome.measured["construction"]["scale"] == {"d": 4, "H": 6, "L": 5}
-    assert outcome.measured["standard"]["chance_parent_accuracy"] == pytest.approx(by_hand[4])
-    assert outcome.measured["construction"]["chance_parent_accuracy"] == pytest.approx(by_hand[6])
-    assert "standard (d = 4, H = 4, L = 3, absolute positions, 4 heads" in outcome.summary
-    assert f"{by_hand[4]:.3f} at H = 4" in outcome.summary and f"{by_hand[6]:.3f} at H = 6" in outcome.summary
-    assert outcome.measured["standard"]["position"] == "absolute" and outcome.measured["construction"]["position"] is None
-    assert not any("weighted by" in a for a in outcome.assumptions)  # the stand-in trains on the plain loss
+def test_bma_passes_the_gpt_part_but_the_quick_tier_cannot_decide_the_absolute_part(monkeypatch):
+    # BMA itself on 3 seeds meets the rule (KL 0); the absolute-PE part is not trained at quick, so the claim reads
+    # inconclusive and says why
+    _patch(monkeypatch, lambda i: ("bma", "flat"))
+    outcome = robustness.exp_robustness(_quick())
+    assert outcome.measured[robustness.DECIDING_GPT]["verdict"] == "pass"
+    assert outcome.verdict == "inconclusive" and "quick tier cannot decide" in outcome.reason
+    assert "absolute position embeddings (absolute)" in outcome.reason
+    assert outcome.control.rejected and outcome.converged["plateaued"]
 
 
-def test_robustness_names_a_weighted_objective_with_its_power(monkeypatch):
-    # a deciding run whose loss weighs the examples rests on that choice of ours: the assumption names the run, its
-    # power and its weight average, read from the run's own configuration (reference: the values set here)
-    runs = _scaled_runs()
-    config = runs["standard"].config
-    runs["standard"] = replace(runs["standard"], config=replace(
-        config, ema=0.9, model=replace(config.model, example_weight_power=2.5)))
-    patch_runs(monkeypatch, {"robustness": runs})
-    outcome = robustness.exp_robustness(CheckContext(tier="quick", seed=0))
-    named = [a for a in outcome.assumptions if "weighted by" in a]
-    assert len(named) == 1 and named[0].startswith("standard trains") and "l^2.5" in named[0]
-    assert "0.9 moving average" in named[0]
-    assert outcome.assumptions[0].startswith("deciding runs: construction (structured, d = 4, H = 6, L = 5, K = 5")
+def test_every_deciding_reading_passing_on_five_seeds_reproduces_at_the_full_tier(monkeypatch):
+    # full tier: the deciding GPT on 5 seeds and the absolute-PE construction on 5 pass; diagnostics train on the
+    # seeds the plan gives them and never decide
+    trained = _patch(monkeypatch, lambda i: ("bma", "flat"))
+    outcome = robustness.exp_robustness(CheckContext(tier="full", seed=0))
+    assert settle(outcome) == ("pass", "")
+    plan = robustness.SEED_PLAN["full"]
+    assert {label: trained.count(label) for label in plan} == plan
+    assert outcome.seeds["n"] == 5 and outcome.seeds["readings"]["absolute"]["n"] == 5
+    assert seeds_line(outcome.seeds).startswith("5 seeds") and len(seeds_table(outcome.seeds)[1]) > 5
+    diagnostic = outcome.measured["standard"]
+    assert diagnostic["decides"] is None and "task-shaped (ours)" in diagnostic["name"]
 
 
-def test_robustness_never_reads_pass_for_a_run_that_has_not_converged(monkeypatch):
-    # a run that meets fig2's rule while its held-out curve still falls: its reading must be "not converged", and
-    # the claim's reason must name it. Here the construction (BMA itself) carries a falling curve
-    falling = with_curve(stand_in_run(L=5, construction=True), "falling")
-    patch_runs(monkeypatch, {"robustness": {"construction": falling}})
-    outcome = robustness.exp_robustness(CheckContext(tier="quick", seed=0))
-    assert outcome.measured["construction"]["verdict"] == "inconclusive"
-    assert outcome.verdict == "inconclusive" and "not converged" in outcome.reason
-    assert not outcome.converged["plateaued"] and outcome.converged["runs"]["construction"]["improvement"] > 0
+def test_the_count_rule_leaves_a_split_reading_inconclusive(monkeypatch):
+    # reference: the count rule by hand. 2 of 3 seeds meet, 1 misses: needs 3 of 3, so inconclusive with counts
+    _patch(monkeypatch, lambda i: ("uniform", "flat") if i == 2 else ("bma", "flat"))
+    gpt = robustness.exp_robustness(_quick()).measured[robustness.DECIDING_GPT]
+    assert gpt["verdict"] == "inconclusive" and gpt["reason"].startswith("count rule undecided: 2 of 3 seeds meet")
+    # 2 converged misses and one seed still improving: neither side reaches 3, the seed is named not converged
+    _patch(monkeypatch, lambda i: ("uniform", "falling") if i == 0 else ("uniform", "flat"))
+    outcome = robustness.exp_robustness(_quick())
+    assert outcome.measured[robustness.DECIDING_GPT]["verdict"] == "inconclusive"
+    assert "1 not converged" in outcome.measured[robustness.DECIDING_GPT]["reason"]
 
 
-def test_robustness_control_is_rejected_and_a_blind_rule_is_not_discriminating(monkeypatch):
-    # a rule that passes everything would pass the control too: the report must then not call the check decided
-    from bma_verify.reports.core import NOT_DISCRIMINATING, settle
+def test_the_near_miss_control_and_its_power_over_examples_read(monkeypatch):
+    # BMA reading L − 1 examples is rejected by the rule; every m < L − 1 too; BMA itself (m = L) is accepted; the
+    # KL values fall as m grows (reference: the same run's reference levels)
+    _patch(monkeypatch, lambda i: ("bma", "flat"))
+    outcome = robustness.exp_robustness(_quick())
+    power, first = outcome.control.power, outcome.measured[robustness.DECIDING_GPT]
+    L = len(power) - 1
+    assert [p["rejected"] for p in power] == [True] * L + [False]
+    assert power[L - 1]["value"] == pytest.approx(first["kl_bma_minus_one"])
+    assert power[0]["value"] == pytest.approx(first["kl_uniform_parent"])
+    assert all(a["value"] > b["value"] for a, b in zip(power, power[1:]))
+    assert "rejects 0, 1, 2 and accepts 3" in outcome.summary
 
-    patch_runs(monkeypatch, {"robustness": {"construction": stand_in_run(L=5, construction=True)}})
-    assert robustness.exp_robustness(CheckContext(tier="quick", seed=0)).control.rejected
-    monkeypatch.setattr(robustness, "combine_sides", lambda sides: "pass")
-    verdict, reason = settle(robustness.exp_robustness(CheckContext(tier="quick", seed=0)))
-    assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
+
+def test_a_gpt_no_better_than_the_near_miss_fails(monkeypatch):
+    # the rule itself on a run that predicts exactly as BMA reading L − 1 (the control as a trained run): fail
+    _patch(monkeypatch, lambda i: ("minus_one", "flat"))
+    assert robustness.exp_robustness(_quick()).measured[robustness.DECIDING_GPT]["verdict"] == "fail"
+    assert robustness.kl_side(0.010, 0.010, 0.0) == "fail"
+    assert robustness.kl_side(0.009, 0.010, 0.001) == "noise" and robustness.kl_side(0.007, 0.010, 0.001) == "pass"
+
+
+def test_report_training_seeds_never_enter_tuning(monkeypatch):
+    # every report training seed of this claim (quick and full) is refused by the grid before anything trains
+    monkeypatch.setattr(tuning, "train_gpt", lambda *a, **k: pytest.fail("trained on a report seed"))
+    for tier in ("quick", "full"):
+        for seed in training_seeds(CheckContext(tier=tier, seed=0), "robustness"):
+            with pytest.raises(ValueError, match="development seeds"):
+                tuning.run_grid([robustness.DECIDING_GPT], [seed])
+    with pytest.raises(ValueError, match="readings"):
+        tuning.run_grid(["gpt-d9"], [1000])
+
+
+def test_the_grid_declares_its_settings_and_picks_the_lowest_median_kl():
+    # reference: the declared grid by hand (16 settings); width 64 (median of 0.01, 0.02, 0.03 = 0.02) beats 128 (0.025)
+    assert len(tuning.grid_settings()) == 16
+    assert {s["width"] for s in tuning.grid_settings()} == {64, 128}
+    c = tuning.grid_config("gpt-d3-rope", {"width": 128, "heads": 8, "lr": 1e-3, "batch_size": 256}, tier="quick",
+                           seed=1000)
+    assert (c.model.depth, c.model.position, c.model.width, c.model.heads) == (3, "rope", 128, 8)
+    assert c.steps * c.batch_size == tuning.GRID_CONTEXTS["quick"]
+    rows = [{"reading": "r", "width": w, "heads": 4, "lr": 1e-3, "batch_size": 64, "kl": kl}
+            for w, kl in ((64, 0.03), (64, 0.01), (64, 0.02), (128, 0.025))]
+    assert tuning.best_settings(rows)["r"] == {"width": 64, "heads": 4, "lr": 1e-3, "batch_size": 64, "kl": 0.02}
