@@ -47,3 +47,10 @@ __all__ += [
     "dag_lemma3_monte_carlo", "dag_lemma3_sets", "dag_lemma3_sweep", "dag_lemma4_monte_carlo", "dag_lemma4_terms",
     "dag_set_joint", "dag_thm3_check_position", "dag_thm3_sweep", "kernel_constants", "overlap_ratio_one_instance",
 ]
+
+# The kernel claims at any size d (``check --kernel``): exact per depth pattern, Monte Carlo beyond enumeration.
+from bma_verify.numerics.large_kernels import (check_cost, dobrushin_coefficient_blocked, exact_form_gradients,
+                                               j_form_gradients, kernel_powers, tree_pair_table)
+
+__all__ += ["check_cost", "dobrushin_coefficient_blocked", "exact_form_gradients", "j_form_gradients", "kernel_powers",
+            "tree_pair_table"]

@@ -366,3 +366,131 @@ def lemma4_monte_carlo(kernel, parents, h: int, h_prime: int, n: int, *, rng, in
     exact = lemma4_terms(kernel, pairwise_joint(kernel, parents, parent, h, init),
                          pairwise_joint(kernel, parents, h_prime, h, init))
     return {"estimate": mean_estimate(samples), "exact": {k: float(v) for k, v in exact.items()}}
+
+# ----------------------------------------------------------------------------------------------------------
+# The batched Lemma 3 sweep: many small kernels at once (the ratio and Lemma 4 checks, without the channel's
+# coefficients η_χ², δ and η_KL, which need a decomposition per pair)
+
+_BATCHED_TAG = 34
+#: Instances per batch of the batched sweep (each batch one (d, H)): ~100 MB of temporaries at d = 5, H = 10.
+LEMMA3_BATCH_SIZE = 4096
+
+
+def lemma3_ratio_batch(kernels, parents, inits) -> dict:
+    """The ratio I(x_h; x_h')/I(x_h; x_pa) and the Lemma 4 gap of every pair h' < h, h' ≠ pa(h), of B instances of
+    one (d, H) at once (``lemma3-strict-dpi``, ``lemma4-loglik-gap``).
+
+    The values of :func:`lemma3_pairs_batch` and :func:`lemma4_terms` (tested equal) at a fraction of the cost: the
+    joint P(x_h', x_h) is taken straight from π^{depth(h) − depth(c)}, the parent's terms are computed once per
+    position rather than once per pair, and each mutual information is composed from entropies,
+    I = H(x_h') + H(x_h) − H(x_h', x_h), so that one pass of logarithms over the joints serves every pair (the
+    absolute rounding, ~1e-15 nats, is within the tolerance of the sweep's rule). Lemma 4's identity is left to
+    :func:`lemma3_sweep_chunk` (composed the same way it would hold by construction). Inputs are not re-validated
+    (a sweep's inner loop): kernels (B, d, d) row-stochastic, parents (B, H) trees, inits (B, I, d) laws.
+
+    Returns
+    -------
+    dict: ``h``, ``h_prime`` (P,) all h' < h; ``candidate``, ``ancestor`` (B, P); per (B, I, P) ``mi_candidate``,
+    ``mi_parent``, ``ratio`` (NaN where I(x_h; x_pa) ≤ MI_FLOOR) and ``loglik_gap``; ``dobrushin``, ``doeblin`` (B,).
+    """
+    B, d, _ = kernels.shape
+    H = parents.shape[1]
+    rows = np.arange(B)[:, None]
+    depth = np.zeros((B, H), dtype=np.int64)
+    ancestors = np.zeros((B, H, H), dtype=bool)  # ancestors[b, k, j]: j is an ancestor of k (k included)
+    ancestors[:, 0, 0] = True
+    for k in range(1, H):
+        depth[:, k] = depth[rows[:, 0], parents[:, k]] + 1
+        ancestors[:, k] = ancestors[rows[:, 0], parents[:, k]]
+        ancestors[:, k, k] = True
+    powers = np.empty((B, H, d, d))
+    powers[:, 0] = np.eye(d)
+    for t in range(1, H):
+        powers[:, t] = powers[:, t - 1] @ kernels
+    laws = np.einsum("bix,bhxy->bihy", inits, powers[rows, depth])  # (B, I, H, d): the law of x_h
+    entropy = -xlogy(laws, laws).sum(-1)  # (B, I, H)
+    log_kernel = np.log(np.maximum(kernels, 1e-300))  # 0 · log 0 = 0 (π > 0 wherever a joint has mass)
+    # the parent's terms, once per position h: P(x_pa, x_h) = diag(P(x_pa)) π
+    parent_law = laws[rows, :, parents.clip(0)].transpose(0, 2, 1, 3)  # (B, I, H, d)
+    loglik_parent = (parent_law * (kernels * log_kernel).sum(-1)[:, None, None]).sum(-1)  # (B, I, H)
+    mi_parent_h = entropy + loglik_parent  # I(x_h; x_pa) = H(x_h) − H(x_h | x_pa) = H(x_h) + E log π(x_h | x_pa)
+    h, h_prime = np.tril_indices(H, k=-1)  # (P,)
+    parent = parents[:, h]  # (B, P)
+    common = ancestors[:, h_prime] & ancestors[rows, parent]  # (B, P, H)
+    lca = H - 1 - np.argmax(common[..., ::-1], axis=-1)  # (B, P)
+    up = powers[rows, depth[:, h_prime] - depth[rows, lca]]  # (B, P, d, d): x_c -> x_h'
+    down = powers[rows, depth[:, h] - depth[rows, lca]]  # (B, P, d, d): x_c -> x_h
+    law_c = laws[rows, :, lca].transpose(0, 2, 1, 3)  # (B, I, P, d)
+    joint = np.swapaxes(up, -1, -2)[:, None] @ (law_c[..., :, None] * down[:, None])  # (B, I, P, d, d)
+    joint_entropy = -(joint * np.log(np.maximum(joint, 1e-300))).sum((-2, -1))  # (B, I, P)
+    mi_candidate = np.maximum(entropy[..., h_prime] + entropy[..., h] - joint_entropy, 0.0)
+    loglik_candidate = (joint * log_kernel[:, None, None]).sum((-2, -1))
+    mi_parent = np.maximum(mi_parent_h[..., h], 0.0)
+    ratio = np.divide(mi_candidate, mi_parent, out=np.full_like(mi_candidate, np.nan), where=mi_parent > MI_FLOOR)
+    return {"h": h, "h_prime": h_prime, "candidate": parent != h_prime[None, :], "ancestor": lca == h_prime[None, :],
+            "mi_candidate": mi_candidate, "mi_parent": mi_parent, "ratio": ratio,
+            "loglik_gap": loglik_parent[..., h] - loglik_candidate,
+            "dobrushin": _dobrushin(kernels), "doeblin": 1.0 - d * kernels.min(axis=(1, 2))}
+
+
+def draw_lemma3_batch(rng: np.random.Generator, size: int, d: int, H: int, ranges: dict = LEMMA3_RANGES) -> dict:
+    """``size`` random instances of one (d, H), drawn as :func:`numerics.claim_sweeps.draw_instance` draws one (ε,
+    Dirichlet concentration, tree, non-stationary μ₀ over ``ranges``) but with whole-batch draws from one generator.
+
+    Returns kernels (B, d, d), parents (B, H) and inits (B, 2, d): the stationary law, then the drawn law.
+    """
+    eps = rng.uniform(*ranges["eps_times_d"], size=size) / d
+    concentration = np.exp(rng.uniform(*np.log(ranges["dirichlet_alpha"]), size=size))
+    gamma = rng.standard_gamma(np.broadcast_to(concentration[:, None, None], (size, d, d)))
+    kernels = (1.0 - d * eps)[:, None, None] * gamma / gamma.sum(-1, keepdims=True) + eps[:, None, None]
+    kernels /= kernels.sum(-1, keepdims=True)
+    parents = np.empty((size, H), dtype=np.int64)
+    parents[:, 0] = -1
+    parents[:, 1:] = rng.integers(0, np.arange(1, H), size=(size, H - 1))
+    drawn = rng.standard_exponential((size, d))  # Dirichlet(1): normalised exponentials
+    # stationary laws: π^T μ = μ with Σ μ = 1, the last balance equation replaced by the normalisation
+    system = np.swapaxes(kernels, 1, 2) - np.eye(d)
+    system[:, -1] = 1.0
+    stationary = np.linalg.solve(system, np.broadcast_to(np.eye(d)[-1], (size, d))[..., None])[..., 0]
+    return {"kernels": kernels, "parents": parents,
+            "inits": np.stack([stationary, drawn / drawn.sum(-1, keepdims=True)], axis=1)}
+
+
+def lemma3_batched_sweep(seed, start: int, stop: int, *, batch_size: int = LEMMA3_BATCH_SIZE,
+                         ranges: dict = LEMMA3_RANGES) -> SweepResult:
+    """Lemma 3 (ratio < 1, and against δ(π) and 1 − d·min π) and Lemma 4 (gap > 0) on batches ``start..stop-1``
+    of ``batch_size`` random instances each; batch i draws its (d, H) and instances from its own generator, so
+    chunks merge as in :mod:`numerics.claim_sweeps`.
+
+    Counts: ``pairs``, ``degenerate``, ``violations/one`` (ratio ≥ 1 − VIOLATION_RTOL), ``violations/dobrushin``,
+    ``violations/doeblin`` (with the rounding tolerance of :func:`lemma3_sweep_chunk`), ``lemma4/nonpositive_gap``;
+    maxima: ``ratio``; worst: ``ratio`` with its instance.
+    """
+    result = SweepResult("lemma3-batched")
+    for index in range(start, stop):
+        rng = _item_rng(seed, _BATCHED_TAG, index)
+        d, H = (int(rng.integers(low, high + 1)) for low, high in (ranges["d"], ranges["H"]))
+        _score_ratio_batch(result, draw_lemma3_batch(rng, batch_size, d, H, ranges), index)
+    return result
+
+
+def _score_ratio_batch(result: SweepResult, batch: dict, index: int) -> None:
+    out = lemma3_ratio_batch(batch["kernels"], batch["parents"], batch["inits"])
+    B, I, P = out["ratio"].shape
+    candidate = np.broadcast_to(out["candidate"][:, None, :], (B, I, P))
+    defined = candidate & np.isfinite(out["ratio"])
+    ratio = np.where(defined, out["ratio"], 0.0)
+    tolerance = VIOLATION_RTOL + 1e-14 / np.where(defined, out["mi_parent"], 1.0)
+    result.add("pairs", int(candidate.sum()))
+    result.add("degenerate", int((candidate & ~defined).sum()))
+    result.add("violations/one", int((defined & (ratio >= 1.0 - VIOLATION_RTOL)).sum()))
+    for name in ("dobrushin", "doeblin"):
+        result.add(f"violations/{name}", int((defined & (ratio > out[name][:, None, None] + tolerance)).sum()))
+    result.add("lemma4/nonpositive_gap", int((candidate & (out["loglik_gap"] <= 0)).sum()))
+    if defined.any():
+        b, i, p = np.unravel_index(int(np.argmax(np.where(defined, ratio, -np.inf))), ratio.shape)
+        result.maximum("ratio", float(ratio[b, i, p]))
+        result.offer("ratio", float(ratio[b, i, p]), (index, int(b), int(i), int(p)), lambda: instance_record(
+            "lemma3", batch["kernels"][b], batch["parents"][b], None if i == 0 else batch["inits"][b, i],
+            h=int(out["h"][p]), h_prime=int(out["h_prime"][p]), alpha="dobrushin", ratio=float(ratio[b, i, p]),
+            init_kind=INIT_KINDS[i]))

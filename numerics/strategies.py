@@ -11,7 +11,10 @@ Use them in your own property tests::
         ...
 
 Every strategy shrinks towards small, simple instances (d = 2, short trees, uniform rows), so a failure is
-reported on the smallest instance Hypothesis can find.
+reported on the smallest instance Hypothesis can find. To that end the sizes are drawn first and the draws after
+them keep one layout whatever the size (weights for max_d states, of which the last d are used; parent choices for
+max_H positions, of which the first H are used): Hypothesis can then shrink d or H alone without the later values
+changing meaning.
 """
 from __future__ import annotations
 
@@ -33,21 +36,49 @@ def _normalise_rows(weights: np.ndarray) -> np.ndarray:
     return np.where(sums > 1e-12, weights / np.where(sums > 1e-12, sums, 1.0), uniform)
 
 
+#: Up to this many states the weights are drawn for max_d states whatever d (the layout that lets d shrink alone);
+#: beyond it, for d states only (max_d² weights per example would slow every draw). The same for max_H positions.
+PADDED_MAX_D = 8
+PADDED_MAX_H = 32
+
+
+def _size(draw, low: int, high: int, fixed: int | None) -> int:
+    return draw(st.integers(low, high)) if fixed is None else fixed
+
+
+def _fraction(draw, low: float, high: float) -> float:
+    """A number in [low, high] drawn as a fraction of the interval: it shrinks to ``low`` and keeps its meaning
+    when ``high`` changes with a shrunk size."""
+    return low if high <= low else low + draw(st.floats(0.0, 1.0)) * (high - low)
+
+
+def _weights(draw, rows: int, cols: int, max_rows: int, max_cols: int) -> np.ndarray:
+    """(rows, cols) raw weights: the bottom-right block of a (max_rows, max_cols) draw when that is small enough.
+
+    Bottom-right because Hypothesis' shrinker zeroes the weights a failure does not need and moves the others
+    towards the end of the draw: they stay inside the block as d shrinks (measured against the top-left block
+    and a draw of d × d weights: docs/notes/search-counterexamples.md)."""
+    padded = max_rows * max_cols <= PADDED_MAX_D**2
+    shape = (max_rows, max_cols) if padded else (rows, cols)
+    flat = draw(st.lists(_WEIGHT, min_size=shape[0] * shape[1], max_size=shape[0] * shape[1]))
+    return np.array(flat, dtype=np.float64).reshape(shape)[shape[0] - rows:, shape[1] - cols:]
+
+
 @st.composite
 def kernels(draw, min_d: int = 2, max_d: int = 5, min_eps: float = 0.0, max_eps: float | None = None,
             d: int | None = None) -> np.ndarray:
     """Row-stochastic (d, d) kernels with every entry >= eps, eps drawn in [min_eps, max_eps].
 
     ``max_eps`` defaults to 1/(2d); pass ``d`` to fix the size. The kernel is (1 − d·eps)·P + eps with P's rows
-    drawn as normalised weights.
+    drawn as normalised weights. Shrinks towards d = min_d, eps = min_eps and uniform rows.
     """
-    d = draw(st.integers(min_d, max_d)) if d is None else d
+    widest = max_d if d is None else d  # a fixed d never shrinks: no padding needed
+    d = _size(draw, min_d, max_d, d)
     hi = 0.5 / d if max_eps is None else min(max_eps, 1.0 / d)
     if min_eps > hi:
         raise ValueError(f"min_eps must be <= max_eps (and <= 1/d = {1.0 / d:.4g}), got {min_eps} > {hi}")
-    eps = draw(st.floats(min_value=min_eps, max_value=hi)) if hi > min_eps else min_eps
-    weights = np.array(draw(st.lists(st.lists(_WEIGHT, min_size=d, max_size=d), min_size=d, max_size=d)))
-    P = _normalise_rows(weights)
+    eps = _fraction(draw, min_eps, hi)
+    P = _normalise_rows(_weights(draw, d, d, widest, widest))
     kernel = (1.0 - d * eps) * P + eps
     return kernel / kernel.sum(axis=1, keepdims=True)
 
@@ -56,18 +87,22 @@ def kernels(draw, min_d: int = 2, max_d: int = 5, min_eps: float = 0.0, max_eps:
 def parent_trees(draw, min_H: int = 2, max_H: int = 8, H: int | None = None) -> np.ndarray:
     """Trees as parent arrays: parents[0] = -1, parents[h] in 0..h-1.
 
-    Shrinking drives every parents[h] to 0 (the star rooted at 0), the simplest tree.
+    Shrinking drives H to min_H and every parents[h] to 0 (the star rooted at 0), the simplest tree.
     """
-    H = draw(st.integers(min_H, max_H)) if H is None else H
-    parents = [-1] + [draw(st.integers(0, h - 1)) for h in range(1, H)]
-    return np.asarray(parents, dtype=np.int64)
+    drawn = max_H if H is None and max_H <= PADDED_MAX_H else None  # one layout whatever H, when H can shrink
+    H = _size(draw, min_H, max_H, H)
+    choices = [draw(st.integers(0, h - 1)) for h in range(1, drawn or H)]
+    return np.asarray([-1] + choices[:H - 1], dtype=np.int64)
 
 
 @st.composite
-def init_distributions(draw, d: int, min_mass: float = 0.0) -> np.ndarray:
-    """Probability vectors of length d with every entry >= min_mass (min_mass <= 1/d)."""
-    weights = np.array(draw(st.lists(_WEIGHT, min_size=d, max_size=d)))
-    p = _normalise_rows(weights[None, :])[0]
+def init_distributions(draw, d: int, min_mass: float = 0.0, max_d: int | None = None) -> np.ndarray:
+    """Probability vectors of length d with every entry >= min_mass (min_mass <= 1/d); shrinks to uniform.
+
+    ``max_d`` (>= d) draws weights for max_d states and uses the last d, so that d can shrink alone.
+    """
+    weights = _weights(draw, 1, d, 1, d if max_d is None else max(d, max_d))
+    p = _normalise_rows(weights)[0]
     p = (1.0 - d * min_mass) * p + min_mass
     return p / p.sum()
 
@@ -77,7 +112,7 @@ def joint_distributions(draw, min_d: int = 2, max_d: int = 5) -> np.ndarray:
     """Joint laws P[x, y] of shape (m, n), m and n drawn in [min_d, max_d], summing to one."""
     m = draw(st.integers(min_d, max_d))
     n = draw(st.integers(min_d, max_d))
-    weights = np.array(draw(st.lists(_WEIGHT, min_size=m * n, max_size=m * n))).reshape(1, m * n)
+    weights = _weights(draw, m, n, max_d, max_d).reshape(1, m * n)
     return _normalise_rows(weights)[0].reshape(m, n)
 
 
@@ -98,7 +133,7 @@ def instances(draw, min_d: int = 2, max_d: int = 5, min_H: int = 2, max_H: int =
     kernel = draw(kernels(min_d=min_d, max_d=max_d, min_eps=min_eps, max_eps=max_eps))
     parents = draw(parent_trees(min_H=min_H, max_H=max_H))
     use_stationary = draw(st.booleans()) if stationary is None else stationary
-    init = None if use_stationary else draw(init_distributions(kernel.shape[0]))
+    init = None if use_stationary else draw(init_distributions(kernel.shape[0], max_d=max_d))
     return kernel, parents, init
 
 

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 
 from bma_verify.reports.core import (REFUTED, TIERS, CheckContext, CheckOutcome, Finding, finding_status, jsonable,
                                      settle)
-from bma_verify.reports.executor import validate_executor
+from bma_verify.reports.executor import children_ignore_interrupts, validate_executor
 from bma_verify.reports.io import replace_dir, write_text_atomic
 from bma_verify.reports.registry import CLAIMS, Check, Claim, get_claim
 from bma_verify.reports.regression import REFERENCE_DIR
@@ -77,7 +77,7 @@ def _error_record(check: Check, seconds: float, error: str) -> dict:
             "reading": check.reading, "cites": check.cites, "measured": {}, "threshold": None,
             "verdict": "error", "check_verdict": None, "reason": f"the check raised: {error}",
             "seconds": round(seconds, 3), "summary": f"the check raised an error, so it verified nothing: {error}",
-            "control": None, "converged": None, "assumptions": [], "findings": [], "derivation": [],
+            "control": None, "converged": None, "seeds": None, "assumptions": [], "findings": [], "derivation": [],
             "tables": [], "figures": [], "instance": None, "tolerances": {}, "error": error}
 
 
@@ -97,7 +97,8 @@ def _record(check: Check, outcome: CheckOutcome | None, seconds: float, error: s
         "verdict": verdict, "check_verdict": outcome.verdict, "reason": reason, "seconds": round(seconds, 3),
         "summary": outcome.summary,
         "control": None if outcome.control is None else outcome.control.as_dict(),
-        "converged": outcome.converged, "assumptions": list(outcome.assumptions), "findings": findings,
+        "converged": outcome.converged, "seeds": jsonable(outcome.seeds), "assumptions": list(outcome.assumptions),
+        "findings": findings,
         "derivation": [list(step) for step in outcome.derivation],
         "tables": [{"title": t.title, "columns": t.columns, "rows": jsonable(t.rows)} for t in outcome.tables],
         "figures": list(outcome.figures), "instance": jsonable(outcome.instance),
@@ -191,7 +192,8 @@ def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar) -> No
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(ctx.jobs, len(groups)) or 1,
                                                   mp_context=multiprocessing.get_context("spawn"))
     try:
-        futures = {pool.submit(_run_group, g, fields, torch.get_num_threads()): g for g in groups}
+        with children_ignore_interrupts():  # Ctrl-C reaches the whole group; this process stops the workers
+            futures = {pool.submit(_run_group, g, fields, torch.get_num_threads()): g for g in groups}
         for future in concurrent.futures.as_completed(futures):
             results = future.result()
             done.update(results)

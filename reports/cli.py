@@ -2,7 +2,9 @@
 
 Exit status of ``check``: 1 only when a claim of the paper fails. A conjecture of ours that fails (a claim of ours,
 verdict ``refuted``, or a replayed instance that refutes a statement of ours) is a finding and exits 0; 3 when a
-check raised, 2 on bad input.
+check raised. Every command: 2 on bad input (one line naming the flag or file and what is expected; nothing
+written), 128 + the signal when stopped (130 Ctrl-C, 143 SIGTERM: workers stopped, temporary files removed, one
+line), 141 when the reader of its output has gone (``| head``: quietly, as ``cat`` does).
 """
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import argparse
 import contextlib
 import json
 import math
+import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -21,12 +25,14 @@ from bma_verify.model.presets import train_preset
 from bma_verify.numerics.claim_sweeps import VIOLATION_RTOL
 from bma_verify.reports.builder import build_report, run_claims
 from bma_verify.reports.core import DEVICES, TIERS, CheckContext, jsonable
-from bma_verify.reports.io import load_kernels, read_json, read_vector, write_text_atomic
-from bma_verify.reports.kernel_report import (KERNEL_CLAIMS, check_kernel_claims, format_kernel_result, in_units,
-                                              write_table)
+from bma_verify.reports.executor import stop_on_signals
+from bma_verify.reports.io import (check_output, destination, load_kernels, read_json, read_vector,
+                                    write_text_atomic)
+from bma_verify.reports.kernel_report import KERNEL_CLAIMS, check_kernel_claims, in_units, table_row, write_table
+from bma_verify.reports.kernel_text import format_kernel_result
 from bma_verify.reports.registry import CLAIM_IDS, CLAIMS, get_claim
 from bma_verify.reports.render import check_label, finding_line, summary_counts, verdict_label
-from bma_verify.reports.search import check_instance, default_cache_dir, run_search
+from bma_verify.reports.search import as_instance, check_instance, run_search
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "ds", "robustness")
 
@@ -97,25 +103,27 @@ def _report_parser(sub) -> None:
 
 def _search_parser(sub) -> None:
     search = sub.add_parser(
-        "search", help="Hypothesis-driven counterexample search",
-        description="Search for a counterexample to Lemma 3 (lemma3) or Theorem 3 (thm3) with Hypothesis. Exit "
-                    "status 1 when one is found, 0 when none is, 2 on bad input. No example database is kept (a "
-                    "search is reproducible from --seed and --budget); Hypothesis' working files go under "
-                    "DIR/hypothesis, DIR given by --cache-dir, never into ./.hypothesis.")
+        "search", help="seeded counterexample search (Lemma 3's α, Theorem 3's forms)",
+        description="Search for a counterexample to Lemma 3 (lemma3) or Theorem 3 (thm3): random (kernel, tree, "
+                    "μ₀) from a seeded generator, chains (ancestor pairs) and non-stationary μ₀ included, a hill "
+                    "climb on the worst margin, and the first violation shrunk to a small instance. The result "
+                    "depends on --seed and --budget only; the instance records the command that finds it "
+                    "(found_by) and replays with 'bma-verify check --instance FILE'. Exit status 1 when the "
+                    "counterexample fails a statement of the paper (Theorem 3's J form, a Lemma 3 ratio reaching 1), "
+                    "0 when none is found or it refutes a reading of ours (α = δ(π), the exact π̄ form), 2 on bad "
+                    "input. Nothing is written but --out.")
     search.add_argument("target", choices=("lemma3", "thm3"))
-    search.add_argument("--budget", type=int, default=200, help="number of examples to try")
+    search.add_argument("--budget", type=int, default=1000, help="number of examples to try (default 1000)")
     search.add_argument("--seed", type=int, default=0)
     search.add_argument("--alpha", help="lemma3: the α candidate to test (dobrushin, doeblin, sdpi, ...) or a number")
     search.add_argument("--init", choices=("any", "stationary", "full-support"), default="any",
-                        help="which laws μ₀ of the first token to search over")
+                        help="which laws μ₀ of the first token to search over (default any: the stationary law or "
+                             "a drawn one, near point masses included)")
     search.add_argument("--form", choices=("exact", "approximate"), default="exact",
                         help="thm3: the exact π̄ form or the approximate J (marginal) form")
     search.add_argument("--out", metavar="FILE", help="write the counterexample instance (JSON) here")
     search.add_argument("--json", action="store_true",
                         help="print only the full result as JSON on stdout (every message goes to stderr)")
-    search.add_argument("--cache-dir", metavar="DIR",
-                        help="folder for Hypothesis' working files (DIR/hypothesis); default $BMA_VERIFY_CACHE_DIR, "
-                             "else $XDG_CACHE_HOME/bma-verify, else ~/.cache/bma-verify")
     search.add_argument("--quiet", action="store_true", help="no progress or messages (with --json: JSON only)")
 
 
@@ -150,27 +158,73 @@ def _executor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")
 
 
+#: Integer options and their smallest value, checked before any work so that the message names the flag.
+INT_MINIMUMS = {"seed": 0, "threads": 1, "jobs": 1, "trees": 1, "H": 2, "steps": 1, "budget": 1}
+
+#: Output options: a folder or file that is the other kind, or that cannot be created (/proc, a read-only mount),
+#: is refused before any work.
+OUTPUTS = {"report": {"out": "folder"}, "check": {"out": "folder"}, "train": {"out": "folder"},
+           "search": {"out": "file"}}
+
+
+def _check_options(args) -> None:
+    """The checks argparse cannot make: integer ranges and writable outputs (ValueError naming the flag)."""
+    for name, minimum in INT_MINIMUMS.items():
+        value = getattr(args, name, None)
+        if value is not None and value < minimum:
+            expected = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
+            raise ValueError(f"--{name} must be {expected}, got {value}")
+    for name, kind in OUTPUTS.get(args.command, {}).items():
+        if getattr(args, name, None):
+            check_output(getattr(args, name), f"--{name}", kind)
+
+
 def main(argv=None) -> int:
+    """Run the command; its exit status (see the module docstring). Every refusal is one line on stderr, exit 2."""
     args = _parser().parse_args(argv)
-    if getattr(args, "threads", None) is not None:
-        if args.threads < 1:
-            print(f"bma-verify {args.command}: error: --threads must be >= 1, got {args.threads}", file=sys.stderr)
-            return 2
-        torch.set_num_threads(args.threads)
     try:
-        return {"check": _check, "train": _train, "report": _report, "search": _search}[args.command](args)
+        with stop_on_signals():  # SIGINT / SIGTERM: workers stopped, then KeyboardInterrupt unwinds the cleanups
+            _check_options(args)
+            if getattr(args, "threads", None):
+                torch.set_num_threads(args.threads)
+            status = {"check": _check, "train": _train, "report": _report, "search": _search}[args.command](args)
+            sys.stdout.flush()  # a reader that has gone shows here rather than at exit
+            return status
+    except BrokenPipeError:
+        return _output_closed()
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(f"bma-verify {args.command}: stopped by {_SIGNAL_NAMES.get(signum, signum)}; {_left_behind(args)}",
+              file=sys.stderr)
+        return 128 + signum
     except (ValueError, FileExistsError) as exc:
         print(f"bma-verify {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # an output folder that cannot be written, a file that cannot be read
-        where = f" {exc.filename}" if exc.filename else ""
+        where = f" {destination(exc.filename)}" if exc.filename else ""  # the user's path, not its temporary twin
         print(f"bma-verify {args.command}: error: cannot use{where}: {exc.strerror or exc}; choose a path you can "
               "read and write", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"bma-verify {args.command}: interrupted; nothing was written over an existing output",
-              file=sys.stderr)
-        return 130
+
+
+_SIGNAL_NAMES = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
+
+
+def _left_behind(args) -> str:
+    """What an interrupted command leaves: workers and temporary files are gone; outputs are whole or absent."""
+    if args.command == "train" and args.out and Path(args.out).is_dir():
+        return f"workers stopped; {args.out} holds only complete checkpoints (continue with --resume)"
+    out = getattr(args, "out", None)
+    return f"workers stopped, temporary files removed, nothing written{f' to {out}' if out else ''}"
+
+
+def _output_closed() -> int:
+    """stdout's reader has gone (``bma-verify check ... | head``): stop quietly, as cat or grep do, with their
+    status 141 (128 + SIGPIPE). stdout is pointed at /dev/null so that Python's flush at exit stays silent."""
+    with contextlib.suppress(OSError, ValueError):  # a stdout without a file descriptor (tests) needs nothing
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 # ------------------------------------------------------------------------------------------------------ check
@@ -208,8 +262,12 @@ def instance_owner(instance: dict, result: dict) -> str:
 def _check_instance(args) -> int:
     """``check --instance FILE``: exit 1 only when the instance fails a statement of the paper; a refuted finding of
     ours replays as "refuted finding reproduced" with exit 0."""
-    instance = read_json(args.instance, "--instance")
-    result = check_instance(instance)
+    data = read_json(args.instance, "--instance")
+    try:
+        instance = as_instance(data)  # an instance, or a finding / search result holding one
+        result = check_instance(instance)
+    except ValueError as exc:
+        raise ValueError(f"--instance {args.instance}: {exc}") from None
     owner = instance_owner(instance, result)
     result = {**result, "owner": owner, "outcome": REPLAY_OUTCOMES[owner, result["verdict"]]}
     print(json.dumps(result, indent=2) if args.json else _instance_line(result))
@@ -275,7 +333,7 @@ def _check_kernels(args) -> int:
     results = {name: in_units(check_kernel_claims(kernel, claims=claims, init=init, parents=parents,
                                                   trees=args.trees, H=args.H, seed=args.seed), args.units)
                for name, kernel in kernels.items()}
-    table = [{"kernel": name, **r["summary"]} for name, r in results.items()]
+    table = [table_row(name, r) for name, r in results.items()]
     written = write_table(table, args.out, force=args.force) if args.out else []
     if args.json:
         print(json.dumps(jsonable({"kernels": results, "table": table}), indent=2, ensure_ascii=False,
@@ -287,15 +345,25 @@ def _check_kernels(args) -> int:
     return 1 if any(row[c] == "fails" for row in table for c in claims) else 0
 
 
+#: Columns of the batch table left out of the printed table (they are in kernels.csv / kernels.json with --out).
+_UNPRINTED_COLUMNS = ("lemma3_pair", "thm3_position", "thm3_parent", "thm3_gradient_nats")
+
+
 def _print_kernel_results(results: dict, table: list[dict], *, rows: bool) -> None:
-    """Each kernel's facts and verdicts (its swept rows with ``rows`` or when alone), then the batch table."""
+    """Each kernel's facts, verdicts, worst cases and margins (its swept rows with ``rows``), then the batch table."""
     for name, result in results.items():
-        print(format_kernel_result(name, result, rows=rows or len(results) == 1))
+        print(format_kernel_result(name, result, rows=rows))
         print()
     if len(results) > 1:
-        print("  ".join(f"{c:>18s}" for c in table[0]))
+        columns = [c for c in table[0] if c not in _UNPRINTED_COLUMNS]
+        widths = [max(len(c), 10) for c in columns]
+        print("  ".join(f"{c:>{w}s}" for c, w in zip(columns, widths)))
         for row in table:
-            print("  ".join(f"{v:>18.4g}" if isinstance(v, float) else f"{str(v):>18s}" for v in row.values()))
+            print("  ".join(f"{row.get(c):>{w}.4g}" if isinstance(row.get(c), float)
+                            else f"{str(row.get(c, '')):>{w}s}" for c, w in zip(columns, widths)))
+        print("(eps = min π, d_eps = d·min π, dobrushin = δ(π), doeblin = 1 − d·min π, lemma3_max_ratio = largest "
+              "I(x_h;x_h')/I(x_h;x_pa): unit-free; gaps in the --units; thm3_margin_nats = E g(pa) − max other E g at "
+              "the worst position, in nats per unit score; the worst pairs, positions and gradients: --out)")
 
 
 def exit_status(records: list[dict]) -> int:
@@ -319,13 +387,20 @@ def _instance_line(result: dict) -> str:
 # ------------------------------------------------------------------------------------------- train and report
 
 def _train(args) -> int:
-    if args.preset == "ds":
-        metrics = train_ds_preset(steps=args.steps, seed=args.seed, device=args.device, out=args.out,
-                                  quiet=args.quiet, resume=args.resume, force=args.force)
-    else:
-        metrics = train_preset(args.preset, steps=args.steps, seed=args.seed, device=args.device, out=args.out,
-                               quiet=args.quiet, resume=args.resume, tier=args.tier, output=args.output,
-                               force=args.force)
+    created = args.out is not None and not Path(args.out).exists()
+    try:
+        if args.preset == "ds":
+            metrics = train_ds_preset(steps=args.steps, seed=args.seed, device=args.device, out=args.out,
+                                      quiet=args.quiet, resume=args.resume, force=args.force)
+        else:
+            metrics = train_preset(args.preset, steps=args.steps, seed=args.seed, device=args.device, out=args.out,
+                                   quiet=args.quiet, resume=args.resume, tier=args.tier, output=args.output,
+                                   force=args.force)
+    except KeyboardInterrupt:
+        if created:  # stopped before its first checkpoint: the folder this run created is removed if still empty
+            with contextlib.suppress(OSError):
+                Path(args.out).rmdir()
+        raise
     if not args.quiet:
         print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}, indent=2))
     return 0
@@ -366,11 +441,10 @@ def _alpha_arg(text: str | None):
 
 
 def _search(args) -> int:
-    cache_dir = Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir()
-    # with --json, stdout carries the JSON alone: Hypothesis' own reports (without --quiet) go to stderr
-    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-        result = run_search(args.target, budget=args.budget, seed=args.seed, quiet=args.quiet,
-                            alpha=_alpha_arg(args.alpha), init=args.init, form=args.form, cache_dir=cache_dir)
+    if args.out and Path(args.out).exists():  # refused before the search, not after it
+        raise ValueError(f"--out {args.out} already exists; choose a new file name (an instance is never overwritten)")
+    result = run_search(args.target, budget=args.budget, seed=args.seed, alpha=_alpha_arg(args.alpha),
+                        init=args.init, form=args.form)
     messages = [result.get("message", "")]
     if args.out and result.get("instance") is not None:
         write_text_atomic(Path(args.out), json.dumps(result["instance"], indent=2) + "\n", overwrite=False)
@@ -383,7 +457,8 @@ def _search(args) -> int:
         print("\n".join(messages))
         if not args.quiet:
             print("(the full result, as JSON: add --json)")
-    return 1 if result.get("instance") is not None else 0
+    instance = result.get("instance")
+    return 1 if instance is not None and instance_owner(instance, result["check"]) == "paper" else 0
 
 
 if __name__ == "__main__":

@@ -9,15 +9,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from bma_verify.numerics._validate import check_kernel
-from bma_verify.numerics.atomic import write_text_atomic
+from bma_verify.numerics.atomic import destination, temporary_sibling, write_text_atomic
 
-__all__ = ["KERNEL_SUFFIXES", "load_kernel", "load_kernels", "read_json", "read_vector", "replace_dir",
-           "write_text_atomic"]
+__all__ = ["KERNEL_SUFFIXES", "check_output", "destination", "load_kernel", "load_kernels", "read_json",
+           "read_vector", "replace_dir", "write_text_atomic"]
 
 #: File types a kernel may come in (a .npz holds many, keyed by name).
 KERNEL_SUFFIXES = (".npy", ".csv", ".json", ".npz")
@@ -34,11 +36,46 @@ def read_json(path, option: str):
         raise ValueError(f"{option} file {path} is not valid JSON ({exc}); fix or regenerate it") from None
 
 
+def _load_npy(path: Path, option: str) -> np.ndarray:
+    """The array of a .npy file; pickled Python objects are refused (loading them can run code)."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError:
+        with path.open("rb") as f:
+            is_npy = f.read(6) == b"\x93NUMPY"
+        if is_npy:
+            raise ValueError(f"{option} file {path} holds pickled Python objects (an object array), which are not "
+                             "loaded; save a numeric array: numpy.save(path, numpy.asarray(K, dtype=float))") from None
+        raise ValueError(f"{option} file {path} is not a NumPy .npy file; write it with numpy.save") from None
+
+
+def _npz_kernels(path: Path) -> dict[str, np.ndarray]:
+    """The kernels of a .npz archive, keyed by name; an empty or unreadable archive is refused."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, zipfile.BadZipFile, EOFError):
+        raise ValueError(f"--kernel file {path} is not a .npz archive; write it with numpy.savez(path, name=K, ...)"
+                         ) from None
+    with archive:
+        if not archive.files:
+            raise ValueError(f"--kernel file {path} holds no arrays; save at least one kernel with "
+                             "numpy.savez(path, name=K)")
+        kernels = {}
+        for name in archive.files:
+            try:
+                array = archive[name]
+            except ValueError:
+                raise ValueError(f"--kernel file {path}: array {name!r} holds pickled Python objects, which are not "
+                                 "loaded; save numeric arrays (dtype float)") from None
+            kernels[name] = check_kernel(array, name=f"kernel {name!r} of --kernel file {path}", single=True)
+    return kernels
+
+
 def _kernel_array(path: Path) -> np.ndarray:
     """The raw array of a .npy, .csv (comma-separated rows) or .json (rows, or {"kernel": rows}) file."""
     suffix = path.suffix.lower()
     if suffix == ".npy":
-        return np.load(path, allow_pickle=False)
+        return _load_npy(path, "--kernel")
     if suffix == ".csv":
         try:
             return np.loadtxt(path, delimiter=",", ndmin=2)
@@ -53,17 +90,21 @@ def _kernel_array(path: Path) -> np.ndarray:
         except (TypeError, ValueError):
             raise ValueError(f"--kernel file {path}: expected a list of equal-length rows of numbers (or "
                              '{"kernel": rows}), got ragged or non-numeric rows') from None
-    raise ValueError(f"--kernel must be a .npy, .csv or .json file, got {path.name}")
+    raise ValueError(f"--kernel must be a .npy, .csv or .json file (or a .npz of many), got {path}")
 
 
 def load_kernel(path) -> np.ndarray:
-    """A user's kernel from .npy, .csv (comma-separated rows) or .json (a list of rows, or {"kernel": rows})."""
+    """A user's kernel from .npy, .csv (comma-separated rows) or .json (a list of rows, or {"kernel": rows}).
+
+    Every error names the file (in a folder of kernels, the one that is wrong)."""
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise ValueError(f"--kernel file {path} does not exist")
-    kernel = check_kernel(_kernel_array(path), name="kernel (from --kernel)")
+    name = f"--kernel file {path}"
+    kernel = check_kernel(_kernel_array(path), name=name)
     if kernel.ndim != 2:
-        raise ValueError(f"kernel (from --kernel) must be one (d, d) matrix, got shape {kernel.shape}")
+        raise ValueError(f"{name} must hold one (d, d) matrix, got shape {kernel.shape} (many kernels go in a .npz "
+                         "or a folder)")
     return kernel
 
 
@@ -76,39 +117,73 @@ def load_kernels(path) -> dict[str, np.ndarray]:
             raise ValueError(f"--kernel folder {path} holds no .npy, .csv, .json or .npz file")
         out = {}
         for file in files:
-            out.update({f"{file.name}:{k}" if file.suffix == ".npz" else file.name: v
+            out.update({f"{file.name}:{k}" if file.suffix.lower() == ".npz" else file.name: v
                         for k, v in load_kernels(file).items()})
         return out
     if path.suffix.lower() == ".npz":
         if not path.is_file():
             raise ValueError(f"--kernel file {path} does not exist")
-        with np.load(path, allow_pickle=False) as archive:
-            return {name: check_kernel(archive[name], name=f"kernel {name!r} of --kernel {path}", single=True)
-                    for name in archive.files}
+        return _npz_kernels(path)
     return {path.name: load_kernel(path)}
 
 
 def read_vector(text: str, option: str) -> np.ndarray:
-    """A vector from a file (.npy, .csv, .json) or an inline comma list."""
+    """A vector from a file (.npy, .json, or text: comma- or line-separated numbers) or an inline comma list."""
     path = Path(text)
-    if path.suffix.lower() in (".npy", ".csv", ".json"):
-        if not path.is_file():
-            raise ValueError(f"{option} file {path} does not exist")
+    if path.is_file():
         if path.suffix.lower() == ".npy":
-            return np.load(path, allow_pickle=False)
+            return _load_npy(path, option)
         if path.suffix.lower() == ".json":
             return np.asarray(read_json(path, option))
-        text = path.read_text()
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            raise ValueError(f"{option} file {path} is not text; give a .npy, .json or a text file of numbers"
+                             ) from None
+    elif path.suffix.lower() in (".npy", ".csv", ".json", ".txt") or "," not in text and not _is_number(text):
+        raise ValueError(f"{option} file {path} does not exist; give a file (.npy, .csv, .json, .txt) or a "
+                         "comma-separated list of numbers")
     try:
         return np.asarray([float(x) for x in text.replace("\n", ",").split(",") if x.strip()])
     except ValueError:
-        raise ValueError(f"{option} must be a file or a comma-separated list of numbers, got {text[:60]!r}") from None
+        source = f"file {path}" if path.is_file() else repr(text[:60])
+        raise ValueError(f"{option} must be a file or a comma-separated list of numbers; {source} holds "
+                         "something else") from None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_output(path, option: str, kind: str = "folder") -> Path:
+    """Refuse, before any work, an output ``kind`` ("folder" or "file") that is the other kind or cannot be created
+    (a read-only place such as /proc): a ValueError naming the option and the user's path. Creates nothing that
+    stays."""
+    path = Path(path).expanduser()
+    if path.exists() and path.is_dir() != (kind == "folder"):
+        raise ValueError(f"{option} {path} is a {'file' if kind == 'folder' else 'folder'}; give a {kind}")
+    ancestor = path.parent if kind == "file" else path
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ValueError(f"{option} {path}: {ancestor} is a file, so nothing can be created under it; give a {kind} "
+                         "in a folder")
+    try:  # a folder created and removed at once: the only test that /proc, /sys or a read-only mount answer honestly
+        tempfile.TemporaryDirectory(dir=ancestor, prefix=f".{path.name}.probe-").cleanup()
+    except OSError as exc:
+        raise ValueError(f"{option} {path}: cannot write under {ancestor} ({exc.strerror or exc}); choose a {kind} "
+                         "you can write") from None
+    return path
 
 
 def replace_dir(new: Path, target: Path) -> None:
     """Move ``new`` to ``target``; an existing ``target`` is swapped out first and deleted only afterwards."""
     if target.exists():
-        old = target.parent / f".{target.name}.old-{os.getpid()}"
+        old = temporary_sibling(target, "old")
         shutil.rmtree(old, ignore_errors=True)
         os.replace(target, old)
         os.replace(new, target)

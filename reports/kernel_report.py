@@ -2,9 +2,10 @@
 
 A researcher brings a kernel π (``kernel[i, j] = π(j | i)``) and asks whether Lemma 3, Lemma 4, Theorem 2, Theorem 3
 and the Theorem 1 construction hold *for it*. The answer is about that kernel only: its ε = min π, d·ε, δ(π), the
-Doeblin bound and its stationary law, then one row per (tree, pair) or (tree, position) swept. Trees are the
-user's (``--parents``) or ``trees`` random recursive trees of ``H`` positions drawn from ``seed``; μ₀ is the
-stationary law or the user's (``--init``).
+Doeblin bound and its stationary law, then per claim a verdict, the method used, the worst case and its margin
+(every swept row with ``--rows``; the text: ``reports.kernel_text``). Trees are the user's (``--parents``) or
+``trees`` random recursive trees of ``H`` positions drawn from ``seed``; μ₀ is the stationary law or the user's
+(``--init``).
 
 What each claim reads, as stated by the paper (the verdict), and the sharper readings of ours (findings):
 
@@ -16,12 +17,13 @@ What each claim reads, as stated by the paper (the verdict), and the sharper rea
 - ``thm3-init-gradient``: the J (χ²-MI) form puts the largest expected gradient on pa(h). Finding: the exact π̄ form.
 - ``thm1-construction``: the constructed model's A^(2) equals the BMA posterior at β = 40 on contexts drawn from π.
 
-A kernel with a zero entry violates the hypothesis π ≥ ε > 0 of Lemmas 3 and 4 and Theorem 2: the report says so
-plainly and does not judge them (log π is −∞ there); Theorem 3 and the construction are still evaluated.
+Methods (``numerics.large_kernels``): Lemmas 3–4, Theorem 2 and Theorem 3's J form are exact at any d; the exact π̄
+form is enumerated while d^(h+1) ≤ 2·10⁶, else estimated with its standard error. A size over the limits is refused
+before anything is allocated. "not applicable" is kept for reasons true of the kernel: a zero entry (π ≥ ε > 0
+violated) and no information (identical rows). Quantities within :data:`TIE_TOLERANCE` of zero are ties.
 """
 from __future__ import annotations
 
-import copy
 import csv
 import io
 import json
@@ -31,77 +33,99 @@ from pathlib import Path
 import numpy as np
 
 from bma_verify.model.analysis import construction_errors_vs_beta
-from bma_verify.numerics import (dobrushin_coefficient, doeblin_bound, random_parents, sample_task,
-                                 stationary_distribution)
+from bma_verify.numerics import doeblin_bound, random_parents, sample_chains, sample_task, stationary_distribution
 from bma_verify.numerics._validate import check_init, check_kernel, check_parents
-from bma_verify.numerics.dpi_sweep import lemma3_pairs, lemma4_terms
+from bma_verify.numerics.claim_sweeps import MI_FLOOR, TIE_ATOL, VIOLATION_RTOL
 from bma_verify.numerics.enumeration import MAX_SEQUENCES
-from bma_verify.numerics.init_gradient_sweep import argmax_status, thm3_check_position
+from bma_verify.numerics.init_gradient_sweep import argmax_status
+from bma_verify.numerics.large_kernels import (MAX_BYTES, MAX_OPERATIONS, MONTE_CARLO_Z, check_cost,
+                                               dobrushin_coefficient_blocked, exact_form_gradients,
+                                               j_form_gradients, kernel_powers, monte_carlo_samples, tree_pair_table)
 from bma_verify.reports.core import jsonable
 from bma_verify.reports.io import write_text_atomic
+from bma_verify.reports.search import replayable_kernel_findings
 
 #: The claims that are statements about a kernel, in report order.
 KERNEL_CLAIMS = ("lemma3-strict-dpi", "lemma4-loglik-gap", "thm2-consistency", "thm3-init-gradient",
                  "thm1-construction")
+PAIR_CLAIMS = ("lemma3-strict-dpi", "lemma4-loglik-gap", "thm2-consistency")
 #: Theorem 2: the L at which Hoeffding's bound falls to this error probability.
 THM2_TARGET_ERROR = 0.05
 CONSTRUCTION_BETA = 40.0
 CONSTRUCTION_TOLERANCE = 1e-6
+#: The construction's input has L·d one-hot coordinates per position: L (at most 6 examples) is chosen so that
+#: L·d stays within this width, and a kernel wider than it alone is refused for thm1-construction.
+CONSTRUCTION_MAX_WIDTH = 1200
+#: Absolute tolerance (nats) under which a log-likelihood gap is a tie, and under which δ(π) (identical rows) means
+#: the kernel carries no information. I(x_h; x_pa) ≤ MI_FLOOR leaves a ratio undefined; gradient margins within
+#: TIE_ATOL·max(1, max|g|) are ties.
+TIE_TOLERANCE = 1e-12
+METHODS = {
+    "pairs": "exact: pairwise joints through the lowest common ancestor, from the powers of π",
+    "j_form": "exact: the J form in closed form from the powers of π",
+    "enumeration": "exact: enumeration of the d^(h+1) prefixes",
+    "monte-carlo": f"Monte Carlo: sampled prefixes, decided when the margin clears {MONTE_CARLO_Z:g} standard errors",
+}
 
 
 def kernel_facts(kernel: np.ndarray) -> dict:
-    """ε = min π, d·ε, δ(π), the Doeblin bound 1 − d·min π and the stationary law of one kernel."""
+    """ε = min π, d·ε, δ(π), the Doeblin bound 1 − d·min π, the stationary law, and whether π carries information."""
     d = kernel.shape[0]
     eps = float(kernel.min())
-    return {"d": d, "eps": eps, "d_eps": d * eps, "dobrushin": float(dobrushin_coefficient(kernel)),
-            "doeblin": float(doeblin_bound(kernel)), "stationary": stationary_distribution(kernel).tolist(),
-            "hypothesis_eps_positive": eps > 0.0}
+    dobrushin = dobrushin_coefficient_blocked(kernel)
+    return {"d": d, "eps": eps, "d_eps": d * eps, "dobrushin": dobrushin, "doeblin": float(doeblin_bound(kernel)),
+            "stationary": stationary_distribution(kernel).tolist(), "hypothesis_eps_positive": eps > 0.0,
+            "informative": dobrushin > TIE_TOLERANCE}
 
 
 def _trees(parents, trees: int, H: int, rng: np.random.Generator) -> list[np.ndarray]:
-    if parents is not None:
-        return [np.asarray(parents)]
-    return [random_parents(H, rng=rng) for _ in range(trees)]
+    return [np.asarray(parents)] if parents is not None else [random_parents(H, rng=rng) for _ in range(trees)]
 
 
-def _lemma3_rows(kernel, trees, init) -> list[dict]:
-    rows = []
-    for t, parents in enumerate(trees):
-        if len(parents) < 3:
-            continue
-        with np.errstate(divide="ignore", invalid="ignore"):  # zero entries: log 0 (hypothesis violated)
-            pairs = lemma3_pairs(kernel, parents, init)
-            terms = lemma4_terms(kernel, pairs["joint_parent_child"], pairs["joint_candidate_child"])
-        with np.errstate(invalid="ignore"):  # inf − inf where π has zeros: the identity error is NaN there
-            errors = np.abs(terms["lhs"] - terms["rhs"])
-        for p in range(len(pairs["h"])):
-            rows.append({"tree": t, "h": int(pairs["h"][p]), "h_prime": int(pairs["h_prime"][p]),
-                         "parent": int(pairs["parent"][p]), "ancestor": bool(pairs["ancestor"][p]),
-                         "mi_parent": float(pairs["mi_parent"][p]), "mi_candidate": float(pairs["mi_candidate"][p]),
-                         "ratio": float(pairs["ratio"][p]), "loglik_gap": float(terms["lhs"][p]),
-                         "loglik_identity_error": float(errors[p])})
+def _pair_rows(kernel, trees, laws) -> list[dict]:
+    table = tree_pair_table(kernel, trees, laws=laws)
+    names = ("tree", "h", "h_prime", "parent", "ancestor", "mi_parent", "mi_candidate", "ratio", "loglik_gap",
+             "loglik_identity_error")
+    casts = {"tree": int, "h": int, "h_prime": int, "parent": int, "ancestor": bool}
+    return [{n: casts.get(n, float)(table[n][i]) for n in names} for i in range(len(table["h"]))]
+
+
+def _thm3_rows(kernel, trees, laws, rng, init) -> list[dict]:
+    """Per (tree, position h >= 2): the J-form gradients and decision, and the exact π̄ form's."""
+    positions = [(t, h) for t, parents in enumerate(trees) for h in range(2, len(parents))]
+    n = monte_carlo_samples(kernel.shape[0], [h for _, h in positions])
+    rows, chains, gains = [], {}, {}
+    for t, h in positions:
+        parents = trees[t]
+        parent = int(parents[h])
+        gradient = j_form_gradients(kernel, parents, h, laws=laws, cache=gains)
+        status, margin = argmax_status(gradient, parent)
+        if t not in chains and kernel.shape[0] ** (h + 1) > MAX_SEQUENCES:  # one draw serves every position of t
+            chains[t] = sample_chains(kernel, parents, n, rng=rng, init=init)
+        exact = exact_form_gradients(kernel, parents, h, init, tokens=chains.get(t), rng=rng)
+        rows.append({"tree": t, "h": h, "parent": parent, "J_form": status, "J_margin": margin,
+                     "J_gradient": gradient.tolist(), "exact_method": exact["method"],
+                     **_exact_decision(exact, parent), "exact_gradient": exact["gradient"].tolist()})
     return rows
 
 
-def _thm3_rows(kernel, trees, init) -> list[dict]:
-    rows = []
-    d = kernel.shape[0]
-    for t, parents in enumerate(trees):
-        for h in range(2, len(parents)):
-            if d ** (h + 1) > MAX_SEQUENCES:  # the exact π̄ form enumerates d^(h+1) sequences
-                break
-            with np.errstate(divide="ignore", invalid="ignore"):
-                out = thm3_check_position(kernel, parents, h, init)
-            rows.append({"tree": t, "h": h, "parent": out["parent"],
-                         "J_form": argmax_status(out["approximate"], out["parent"])[0],
-                         "J_margin": out["margin_approximate"],
-                         "exact_form": argmax_status(out["exact"], out["parent"])[0],
-                         "exact_margin": out["margin_exact"], "i_chi2_parent": out["i_chi2"]})
-    return rows
+def _exact_decision(exact: dict, parent: int) -> dict:
+    """The exact π̄ form's status at one position: argmax rule when enumerated; with Monte Carlo "holds" or
+    "violation" only when every margin clears ``MONTE_CARLO_Z`` standard errors, else "undecided"."""
+    if exact["method"] == "enumeration":
+        status, margin = argmax_status(exact["gradient"], parent)
+        return {"exact_form": status, "exact_margin": margin, "exact_margin_stderr": 0.0}
+    worst = int(np.argmin(exact["margins"]))
+    lower = exact["margins"] - MONTE_CARLO_Z * exact["margins_stderr"]
+    upper = exact["margins"] + MONTE_CARLO_Z * exact["margins_stderr"]
+    status = "violation" if (upper < 0).any() else ("holds" if (lower > 0).all() else "undecided")
+    return {"exact_form": status, "exact_margin": float(exact["margins"][worst]),
+            "exact_margin_stderr": float(exact["margins_stderr"][worst]), "exact_samples": exact["n"]}
 
 
-def _construction(kernel, rng, contexts: int = 32, L: int = 6, H: int = 8) -> dict:
-    batch = sample_task(kernel, contexts, L, H, rng=rng)
+def _construction(kernel, rng, stationary, contexts: int = 32, H: int = 8) -> dict:
+    L = min(6, CONSTRUCTION_MAX_WIDTH // kernel.shape[0])  # L·d one-hot inputs per position: within the width
+    batch = sample_task(kernel, contexts, L, H, rng=rng, init=stationary)
     errors = construction_errors_vs_beta(kernel, batch.context, batch.query, [CONSTRUCTION_BETA])
     return {"contexts": contexts, "L": L, "H": H, "beta": CONSTRUCTION_BETA,
             "attention_error": errors["attention_error"][0], "predictive_error": errors["predictive_error"][0]}
@@ -111,95 +135,144 @@ def _verdict(ok: bool | None) -> str:
     return "not applicable" if ok is None else ("holds" if ok else "fails")
 
 
-def _why_zero(facts: dict) -> str:
-    return (f"π has a zero entry (min π = {facts['eps']:g}): the hypothesis π ≥ ε > 0 is violated, so the "
-            "statement does not apply (log π = −∞ there)")
+def _not_applicable_reason(facts: dict, needs_positive: bool) -> str | None:
+    """The reason, true of the kernel, that a claim does not apply: no information, or a zero entry."""
+    if not facts["informative"]:
+        return (f"no information: every row of π is the same law (δ(π) = {facts['dobrushin']:.2g} ≤ "
+                f"{TIE_TOLERANCE:g}), so x_h is independent of every earlier position and no parent stands out")
+    if needs_positive and not facts["hypothesis_eps_positive"]:
+        return (f"π has a zero entry (min π = {facts['eps']:g}): the hypothesis π ≥ ε > 0 is violated, so the "
+                "statement does not apply (log π = −∞ there)")
+    return None
+
+
+def _pair_where(row: dict) -> dict:
+    return {k: row[k] for k in ("tree", "h", "h_prime", "parent")}
+
+
+def _worst(where, value, value_is, value_units, margin, margin_is, margin_units) -> dict:
+    """The worst case of a claim: where it is, its value and margin, each with what it is and its units."""
+    return dict(zip(("where", "value", "value_is", "value_units", "margin", "margin_is", "margin_units"),
+                    (where, value, value_is, value_units, margin, margin_is, margin_units)))
 
 
 def _lemma3_result(facts: dict, pair_rows: list[dict]) -> dict:
     """Verdict: every defined ratio I(x_h; x_h')/I(x_h; x_pa) < 1; findings: the ratio against δ(π) and Doeblin."""
-    positive = facts["hypothesis_eps_positive"]
+    why = _not_applicable_reason(facts, needs_positive=True)
     informative = [r for r in pair_rows if math.isfinite(r["ratio"])]
-    max_ratio = max((r["ratio"] for r in informative), default=float("nan"))
-    ok = None if not positive or not informative else max_ratio < 1.0
-    findings = []
-    if informative:
-        for name in ("dobrushin", "doeblin"):
-            alpha = facts[name]
-            over = [r for r in informative if r["ratio"] > alpha]
-            findings.append({"statement": f"the ratio is at most {name} α = {alpha:.4g} on every pair",
-                             "status": "refuted" if over else "holds",
-                             "instance": None if not over else max(over, key=lambda r: r["ratio"] - alpha)})
-    return {"verdict": _verdict(ok), "why": None if positive else _why_zero(facts), "max_ratio": max_ratio,
-            "pairs": len(pair_rows), "uninformative_pairs": len(pair_rows) - len(informative),
-            "findings": findings, "rows": pair_rows}
+    if why is None and not informative:
+        why = f"no pair has I(x_h; x_pa) > {MI_FLOOR:g} nats: the ratio is undefined on every pair"
+    out = {"verdict": _verdict(None), "why": why, "method": METHODS["pairs"], "pairs": len(pair_rows),
+           "uninformative_pairs": len(pair_rows) - len(informative), "findings": [], "rows": pair_rows}
+    if why is not None:
+        return {**out, "max_ratio": float("nan")}
+    top = max(informative, key=lambda r: r["ratio"])
+    out.update(verdict=_verdict(top["ratio"] < 1.0 - VIOLATION_RTOL), max_ratio=top["ratio"], worst=_worst(
+        _pair_where(top), top["ratio"], "largest ratio I(x_h; x_h')/I(x_h; x_pa)", "unit-free", 1.0 - top["ratio"],
+        f"1 − largest ratio (the lemma needs > {VIOLATION_RTOL:g})", "unit-free"))
+    for name in ("dobrushin", "doeblin"):
+        alpha = facts[name]
+        over = [r for r in informative if r["ratio"] > alpha]
+        out["findings"].append({"statement": f"the ratio is at most {name} α = {alpha:.4g} on every pair",
+                                "status": "refuted" if over else "holds",
+                                "instance": None if not over else dict(max(over, key=lambda r: r["ratio"] - alpha),
+                                                                       alpha=name)})
+    return out
+
+
+def _gap_result(facts: dict, pair_rows: list[dict]) -> tuple[dict, list[dict]]:
+    """What Lemma 4 and Theorem 2 share: the reason they do not apply, or the pairs whose gap is not a tie."""
+    why = _not_applicable_reason(facts, needs_positive=True)
+    decided = [r for r in pair_rows if abs(r["loglik_gap"]) > TIE_TOLERANCE]
+    if why is None and not decided:
+        why = f"every pair is a tie: |gap| ≤ {TIE_TOLERANCE:g} nats"
+    return {"verdict": _verdict(None), "why": why, "method": METHODS["pairs"], "pairs": len(pair_rows),
+            "ties": len(pair_rows) - len(decided)}, decided
 
 
 def _lemma4_result(facts: dict, pair_rows: list[dict]) -> dict:
-    """Verdict: every log-likelihood gap > 0 and equal to the MI gap plus E KL (to 1e-10)."""
-    positive = facts["hypothesis_eps_positive"]
-    gaps = [r["loglik_gap"] for r in pair_rows]
-    ok = None if not positive or not gaps else min(gaps) > 0 and max(
-        r["loglik_identity_error"] for r in pair_rows) <= 1e-10
-    return {"verdict": _verdict(ok), "why": None if positive else _why_zero(facts),
-            "min_gap": min(gaps, default=float("nan")),
-            "max_identity_error": max((r["loglik_identity_error"] for r in pair_rows), default=float("nan")),
-            "pairs": len(pair_rows)}
+    """Verdict: every log-likelihood gap that is not a tie is > 0, and equals the MI gap plus E KL (to 1e-10)."""
+    out, decided = _gap_result(facts, pair_rows)
+    if out["why"] is not None:
+        return {**out, "min_gap": float("nan"), "max_identity_error": float("nan")}
+    low = min(decided, key=lambda r: r["loglik_gap"])
+    error = max(r["loglik_identity_error"] for r in pair_rows)
+    out.update(verdict=_verdict(low["loglik_gap"] > 0 and error <= 1e-10), min_gap=low["loglik_gap"],
+               max_identity_error=error, worst=_worst(
+                   _pair_where(low), low["loglik_gap"], "smallest gap E log π(x_h|x_pa) − E log π(x_h|x_h')", "nats",
+                   low["loglik_gap"], "the gap itself (the lemma needs > 0)", "nats"))
+    return out
 
 
 def _thm2_result(facts: dict, pair_rows: list[dict]) -> dict:
     """Per pair the gap Δ and the L at which Hoeffding's bound reaches :data:`THM2_TARGET_ERROR`; verdict Δ > 0."""
-    positive = facts["hypothesis_eps_positive"]
-    rows = []
-    if positive and facts["eps"] < 1.0:
-        for r in pair_rows:
-            gap = r["loglik_gap"]
-            L_needed = (2 * math.log(1 / facts["eps"]) ** 2 * math.log(1 / THM2_TARGET_ERROR) / gap ** 2
-                        if gap > 0 else float("inf"))
-            rows.append({"tree": r["tree"], "h": r["h"], "h_prime": r["h_prime"], "gap": gap,
-                         "L_for_error_0.05": L_needed})
-    ok = None if not positive else all(r["gap"] > 0 for r in rows)
-    return {"verdict": _verdict(ok), "why": None if positive else _why_zero(facts),
-            "max_L_for_error_0.05": max((r["L_for_error_0.05"] for r in rows), default=float("nan")), "rows": rows}
+    out, decided = _gap_result(facts, pair_rows)
+    if out["why"] is not None:
+        return {**out, "max_L_for_error_0.05": float("nan"), "rows": []}
+    log_eps = math.log(1 / facts["eps"])
+    rows = [{**_pair_where(r), "gap": r["loglik_gap"],
+             "L_for_error_0.05": (2 * log_eps ** 2 * math.log(1 / THM2_TARGET_ERROR) / r["loglik_gap"] ** 2
+                                  if r["loglik_gap"] > 0 else float("inf"))} for r in decided]
+    top = max(rows, key=lambda r: r["L_for_error_0.05"])
+    out.update(verdict=_verdict(all(r["gap"] > 0 for r in rows)), rows=rows, worst=_worst(
+        _pair_where(top), top["L_for_error_0.05"], f"largest L (examples) bringing Hoeffding's bound to "
+        f"{THM2_TARGET_ERROR}", "examples", top["gap"], "its gap Δ (the theorem needs > 0; L grows as 1/Δ²)", "nats"))
+    out["max_L_for_error_0.05"] = top["L_for_error_0.05"]
+    return out
 
 
-def _thm3_result(kernel, swept, init) -> dict:
+def _thm3_result(kernel, facts: dict, swept, laws, rng, init) -> dict:
     """Verdict: the J form ranks pa(h) first wherever it is not a tie; finding: the exact π̄ form does too."""
-    rows = _thm3_rows(kernel, swept, init)
+    why = _not_applicable_reason(facts, needs_positive=False)
+    rows = [] if why else _thm3_rows(kernel, swept, laws, rng, init)
     decided = [r for r in rows if r["J_form"] != "tie"]
-    ok = None if not decided else all(r["J_form"] == "holds" for r in decided)
-    exact_violations = [r for r in rows if r["exact_form"] == "violation"]
-    return {
-        "verdict": _verdict(ok), "why": None if decided else "every position is a tie (J = 0: the kernel "
-                                                            "carries no information)",
-        "positions": len(rows), "ties": len(rows) - len(decided),
-        "J_form_violations": sum(r["J_form"] == "violation" for r in rows),
-        "findings": [{"statement": "the exact π̄ form also puts the largest gradient on pa(h)",
-                      "status": "refuted" if exact_violations else "holds",
-                      "instance": exact_violations[0] if exact_violations else None}],
-        "rows": rows}
+    if why is None and not decided:
+        why = f"every position is a tie: |margin| ≤ {TIE_ATOL:g}·max(1, max|g|)"
+    methods = sorted({r["exact_method"] for r in rows})
+    out = {"verdict": _verdict(None), "why": why, "positions": len(rows), "ties": len(rows) - len(decided),
+           "J_form_violations": sum(r["J_form"] == "violation" for r in rows), "rows": rows,
+           "method": "; ".join([f"J form — {METHODS['j_form']}"] + [
+               f"exact π̄ form — {METHODS[m]} ({sum(r['exact_method'] == m for r in rows)} positions)"
+               for m in methods]), "findings": []}
+    if why is not None:
+        return out
+    low = min(decided, key=lambda r: r["J_margin"])
+    out.update(verdict=_verdict(all(r["J_form"] == "holds" for r in decided)), worst=_worst(
+        {"tree": low["tree"], "h": low["h"], "parent": low["parent"]}, low["J_gradient"],
+        "expected gradients E g(h'), h' = 0..h−1, g = −∂ℓ/∂p̂_{h'} at p̂ = 0 (J form, ℓ = −ln f)",
+        "nats per unit score",
+        low["J_margin"], "E g(pa) − max over h' ≠ pa of E g(h') (the theorem needs > 0)", "nats per unit score"))
+    violations = [r for r in rows if r["exact_form"] == "violation"]
+    undecided = sum(r["exact_form"] == "undecided" for r in rows)
+    out["findings"].append({"statement": "the exact π̄ form also puts the largest gradient on pa(h)",
+                            "status": "refuted" if violations else ("undecided" if undecided else "holds"),
+                            "instance": violations[0] if violations else None})
+    return out
 
 
 def _thm1_result(kernel, facts: dict, rng) -> dict:
     """Verdict: the constructed A^(2) equals the BMA posterior within :data:`CONSTRUCTION_TOLERANCE`."""
-    if not facts["hypothesis_eps_positive"]:  # W_KQ = log π must be finite
-        return {"verdict": _verdict(None), "why": _why_zero(facts).replace(
+    why = _not_applicable_reason(facts, needs_positive=True)
+    if why is not None:  # W_KQ = log π must be finite
+        return {"verdict": _verdict(None), "why": why.replace(
             "the hypothesis π ≥ ε > 0 is violated, so the statement does not apply",
             "the construction sets W_KQ = log π, which is not finite")}
-    result = _construction(kernel, rng)
-    return {"verdict": _verdict(result["attention_error"] <= CONSTRUCTION_TOLERANCE), "why": None, **result}
+    result = _construction(kernel, rng, np.asarray(facts["stationary"]))
+    error = result["attention_error"]
+    return {"verdict": _verdict(error <= CONSTRUCTION_TOLERANCE), "why": None, **result,
+            "method": f"the constructed model on {result['contexts']} sampled contexts (L = {result['L']} examples, "
+                      f"H = {result['H']})",
+            "worst": _worst({}, error, "largest ‖A^(2) − posterior‖₁ over contexts and positions", "unit-free",
+                            CONSTRUCTION_TOLERANCE - error, f"tolerance {CONSTRUCTION_TOLERANCE:g} − that distance",
+                            "unit-free")}
 
 
-def _claim_result(claim: str, kernel, facts: dict, swept, init, pair_rows: list[dict], rng) -> dict:
-    if claim == "lemma3-strict-dpi":
-        return _lemma3_result(facts, pair_rows)
-    if claim == "lemma4-loglik-gap":
-        return _lemma4_result(facts, pair_rows)
-    if claim == "thm2-consistency":
-        return _thm2_result(facts, pair_rows)
-    if claim == "thm3-init-gradient":
-        return _thm3_result(kernel, swept, init)
-    return _thm1_result(kernel, facts, rng)
+def _claim_result(claim: str, kernel, facts: dict, swept, laws, pair_rows: list[dict], rng, init) -> dict:
+    return {"lemma3-strict-dpi": lambda: _lemma3_result(facts, pair_rows),
+            "lemma4-loglik-gap": lambda: _lemma4_result(facts, pair_rows),
+            "thm2-consistency": lambda: _thm2_result(facts, pair_rows),
+            "thm3-init-gradient": lambda: _thm3_result(kernel, facts, swept, laws, rng, init),
+            "thm1-construction": lambda: _thm1_result(kernel, facts, rng)}[claim]()
 
 
 def _checked_inputs(kernel, claims, init, parents, trees, H):
@@ -219,6 +292,24 @@ def _checked_inputs(kernel, claims, init, parents, trees, H):
     return kernel, parents, init
 
 
+def _check_size(d: int, claims, parents, trees: int, H: int) -> None:
+    """Refuse, before anything is allocated, a kernel whose checks would not fit (one line, naming what to change)."""
+    H_swept, trees_swept = (len(parents), 1) if parents is not None else (H, trees)
+    cost = check_cost(d, H_swept, trees_swept, pairs=bool(set(PAIR_CLAIMS) & set(claims)),
+                      thm3="thm3-init-gradient" in claims)
+    if cost["bytes"] > MAX_BYTES or cost["operations"] > MAX_OPERATIONS:
+        least = check_cost(d, 3, 1, pairs=False, thm3=False)  # the stationary law and δ(π) alone
+        fix = ("too many states at any --H and --trees" if least["operations"] > MAX_OPERATIONS
+               or least["bytes"] > MAX_BYTES else "pass a smaller --H or fewer --trees")
+        raise ValueError(f"a kernel of d = {d} states with H = {H_swept} positions needs about "
+                         f"{cost['bytes'] / 2**30:.1f} GiB and {cost['operations']:.1e} operations for the exact "
+                         f"checks, over the limits {MAX_BYTES / 2**30:g} GiB and {MAX_OPERATIONS:.0e}: {fix}")
+    if "thm1-construction" in claims and d > CONSTRUCTION_MAX_WIDTH:
+        raise ValueError(f"thm1-construction needs L·d ≤ {CONSTRUCTION_MAX_WIDTH} one-hot inputs and d = {d} exceeds "
+                         "it even at L = 1; name the other claims (e.g. check lemma3-strict-dpi thm3-init-gradient "
+                         "--kernel ...)")
+
+
 def check_kernel_claims(kernel, *, claims=KERNEL_CLAIMS, init=None, parents=None, trees: int = 20, H: int = 6,
                         seed: int = 0) -> dict:
     """Every kernel claim in ``claims`` on one kernel; a JSON-ready dict (see the module docstring).
@@ -226,56 +317,109 @@ def check_kernel_claims(kernel, *, claims=KERNEL_CLAIMS, init=None, parents=None
     Returns
     -------
     dict with ``facts`` (:func:`kernel_facts`), ``init`` (the law used, or "stationary"), ``trees`` (the parent
-    arrays swept), per claim a ``verdict`` ("holds", "fails" or "not applicable" with ``why``), its ``rows`` and
-    ``findings`` (stronger readings of ours), and ``summary`` (one row of the batch table).
+    arrays swept), ``tolerances``, per claim a ``verdict`` ("holds", "fails" or "not applicable" with ``why``), its
+    ``method``, ``worst`` case (``where``, ``value``, ``margin``, each with what it is and its units), its ``rows``
+    and ``findings`` (stronger readings of ours). Refuses (ValueError) a size whose checks would not fit.
     """
     kernel, parents, init = _checked_inputs(kernel, claims, init, parents, trees, H)
+    _check_size(kernel.shape[0], claims, parents, trees, H)
     rng = np.random.default_rng(seed)
     facts = kernel_facts(kernel)
     swept = _trees(parents, trees, H, rng)  # drawn first: the construction's contexts come after
     out = {"facts": facts, "init": "stationary" if init is None else init.tolist(),
-           "trees": [p.tolist() for p in swept], "claims": {}}
-    pair_rows = _lemma3_rows(kernel, swept, init) if {"lemma3-strict-dpi", "lemma4-loglik-gap",
-                                                      "thm2-consistency"} & set(claims) else []
+           "trees": [p.tolist() for p in swept], "claims": {},
+           "tolerances": {"gap_tie_nats": TIE_TOLERANCE, "mi_floor_nats": MI_FLOOR, "gradient_tie": TIE_ATOL,
+                          "ratio_rtol": VIOLATION_RTOL, "monte_carlo_z": MONTE_CARLO_Z}}
+    law0 = np.asarray(facts["stationary"]) if init is None else init
+    needs_laws = facts["informative"] and bool({"thm3-init-gradient", *PAIR_CLAIMS} & set(claims))
+    laws = kernel_powers(kernel, max(len(p) for p in swept) - 1, law0) if needs_laws else None
+    pair_rows = _pair_rows(kernel, swept, laws) if needs_laws and set(PAIR_CLAIMS) & set(claims) else []
+    # Theorem 3's samples draw from a generator of their own, so the construction's contexts do not depend on them
+    samples = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(3,)))
     for claim in claims:
-        out["claims"][claim] = _claim_result(claim, kernel, facts, swept, init, pair_rows, rng)
-    verdicts = {c: out["claims"][c]["verdict"] for c in claims}
-    out["summary"] = {"d": facts["d"], "eps": facts["eps"], "d_eps": facts["d_eps"], "dobrushin": facts["dobrushin"],
-                      "doeblin": facts["doeblin"], **verdicts}
+        out["claims"][claim] = _claim_result(claim, kernel, facts, swept, laws, pair_rows,
+                                             samples if claim == "thm3-init-gradient" else rng, law0)
+    replayable_kernel_findings(out, kernel, init)  # each refuted finding's instance replays with check --instance
     return out
 
 
-#: Units of the information quantities and log-likelihood gaps in a kernel result (ratios, χ² quantities, the
-#: gradients and the Hoeffding L are unit-free or do not depend on the base of the logarithm).
+#: Units of the information quantities and log-likelihood gaps (ratios, the Hoeffding L are unit-free; gradients
+#: stay in nats per unit score).
 UNITS = ("nats", "bits")
 #: Fields measured in nats: per claim, the summary fields and the fields of its swept rows.
 NAT_FIELDS = {"lemma3-strict-dpi": ("mi_parent", "mi_candidate", "loglik_gap", "loglik_identity_error"),
-              "lemma4-loglik-gap": ("min_gap", "max_identity_error"),
-              "thm2-consistency": ("gap",)}
+              "lemma4-loglik-gap": ("min_gap", "max_identity_error"), "thm2-consistency": ("gap",)}
+
+
+def _copy_result(result: dict) -> dict:
+    """A copy of a kernel result deep enough for :func:`in_units` (claims, rows, worst cases and findings are new
+    dicts; a row shared with a finding stays shared), without deepcopy's cost on 10⁵ rows."""
+    memo: dict[int, dict] = {}
+
+    def row_copy(row):
+        return memo.setdefault(id(row), dict(row)) if isinstance(row, dict) else row
+
+    claims = {}
+    for claim, r in result["claims"].items():
+        claims[claim] = {**r, "rows": [row_copy(x) for x in r.get("rows", [])],
+                         "findings": [{**f, "instance": row_copy(f.get("instance"))} for f in r.get("findings", [])]}
+        if "worst" in r:
+            claims[claim]["worst"] = dict(r["worst"])
+    return {**result, "claims": claims}
 
 
 def in_units(result: dict, units: str) -> dict:
-    """``result`` of :func:`check_kernel_claims` with every nat-valued field (:data:`NAT_FIELDS`) in ``units``
-    (a copy; ``"nats"`` returns it unchanged), and ``result["units"]`` naming them."""
+    """``result`` of :func:`check_kernel_claims` with every nat-valued field (:data:`NAT_FIELDS`, and a worst case's
+    value or margin in nats) in ``units`` (a copy; ``"nats"`` returns it unchanged), and ``result["units"]``."""
     if units not in UNITS:
         raise ValueError(f"units must be one of {', '.join(UNITS)}, got {units!r}")
-    out = copy.deepcopy(result)
+    out = _copy_result(result)
     out["units"] = units
     if units == "nats":
         return out
     scale = 1.0 / math.log(2.0)
-    for claim, fields in NAT_FIELDS.items():
-        r = out["claims"].get(claim)
-        if r is None:
-            continue
+    for claim, r in out["claims"].items():
+        worst = r.get("worst", {})
+        for key in [k for k in ("value", "margin") if worst.get(f"{k}_units") == "nats"]:
+            worst[key], worst[f"{key}_units"] = worst[key] * scale, units
         rows = [r] + list(r.get("rows", [])) + [f["instance"] for f in r.get("findings", [])
                                                  if isinstance(f.get("instance"), dict)]
         # a finding's instance is one of the rows (deepcopy keeps it shared): scale each object once
         for row in {id(row): row for row in rows}.values():
-            for name in fields:
-                if isinstance(row.get(name), float):
-                    row[name] *= scale
+            for name in [n for n in NAT_FIELDS.get(claim, ()) if isinstance(row.get(n), float)]:
+                row[name] *= scale
     return out
+
+
+def where_text(where: dict) -> str:
+    """A worst case's place, e.g. "tree = 0, h = 4, h' = 1, pa = 3"."""
+    names = {"tree": "tree", "h": "h", "h_prime": "h'", "parent": "pa"}
+    return ", ".join(f"{names[k]} = {v}" for k, v in where.items())
+
+
+def table_row(name: str, result: dict) -> dict:
+    """One row of the batch table (kernels.csv / kernels.json): the kernel's facts, each claim's verdict and its
+    numbers (Lemma 3: largest ratio and its pair; Theorem 3: margin, gradients and parent at the worst position)."""
+    f, unit = result["facts"], result.get("units", "nats")
+    row = {"kernel": name, "d": f["d"], "eps": f["eps"], "d_eps": f["d_eps"], "dobrushin": f["dobrushin"],
+           "doeblin": f["doeblin"]}
+    for claim, r in result["claims"].items():
+        row[claim] = r["verdict"]
+        worst = r.get("worst")
+        if claim == "lemma3-strict-dpi":
+            row.update(lemma3_max_ratio=r["max_ratio"], lemma3_pair=where_text(worst["where"]) if worst else "")
+        elif claim == "lemma4-loglik-gap":
+            row[f"lemma4_min_gap_{unit}"] = r["min_gap"]
+        elif claim == "thm2-consistency":
+            row["thm2_max_L_for_error_0.05"] = r["max_L_for_error_0.05"]
+        elif claim == "thm3-init-gradient":
+            row.update(thm3_margin_nats=worst["margin"] if worst else float("nan"),
+                       thm3_position=where_text({k: worst["where"][k] for k in ("tree", "h")}) if worst else "",
+                       thm3_parent=worst["where"]["parent"] if worst else "",
+                       thm3_gradient_nats=json.dumps(worst["value"]) if worst else "")
+        elif claim == "thm1-construction":
+            row["thm1_attention_error"] = r.get("attention_error", float("nan"))
+    return row
 
 
 def write_table(rows: list[dict], out_dir, *, force: bool = False) -> list[Path]:
@@ -294,45 +438,3 @@ def write_table(rows: list[dict], out_dir, *, force: bool = False) -> list[Path]
     write_text_atomic(paths[0], buffer.getvalue())
     write_text_atomic(paths[1], json.dumps(jsonable(rows), indent=2, ensure_ascii=False) + "\n")
     return paths
-
-
-def format_kernel_result(name: str, result: dict, *, rows: bool = True) -> str:
-    """The human-readable output about one kernel: its facts, then per claim the verdict and the swept rows."""
-    f = result["facts"]
-    unit = result.get("units", "nats")
-    lines = [f"kernel {name}: d = {f['d']}, ε = min π = {f['eps']:.4g}, d·ε = {f['d_eps']:.4g}, "
-             f"δ(π) = {f['dobrushin']:.4g}, Doeblin 1 − d·min π = {f['doeblin']:.4g}",
-             f"  stationary law: [{', '.join(f'{p:.4f}' for p in f['stationary'])}]; μ₀ used: "
-             + (result["init"] if result["init"] == "stationary" else str(np.round(result["init"], 4).tolist())),
-             f"  trees: {len(result['trees'])}" + (f" ({result['trees'][0]})" if len(result["trees"]) == 1 else "")]
-    if not f["hypothesis_eps_positive"]:
-        lines.append("  NOTE: π has a zero entry, which violates the hypothesis π ≥ ε > 0 of Lemmas 3, 4 and "
-                     "Theorem 2; they are not judged on this kernel.")
-    for claim, r in result["claims"].items():
-        lines.append(f"{claim}: {r['verdict']}" + (f" ({r['why']})" if r.get("why") else ""))
-        if claim == "lemma3-strict-dpi" and r["rows"]:
-            lines.append(f"  largest ratio I(x_h;x_h')/I(x_h;x_pa) = {r['max_ratio']:.4f} over {r['pairs']} pairs")
-            for finding in r["findings"]:
-                lines.append(f"  finding (ours): {finding['statement']}: {finding['status']}")
-            if rows:
-                lines.append(f"  tree  h  h'  pa  ancestor  I(x_h;x_pa)  I(x_h;x_h')  ratio   (I in {unit})")
-                lines += [f"  {x['tree']:4d} {x['h']:2d} {x['h_prime']:3d} {x['parent']:3d}  {str(x['ancestor']):8s}"
-                          f"  {x['mi_parent']:11.4g}  {x['mi_candidate']:11.4g}  {x['ratio']:.4f}" for x in r["rows"]]
-        elif claim == "lemma4-loglik-gap" and f["hypothesis_eps_positive"]:
-            lines.append(f"  smallest gap {r['min_gap']:.4g} {unit} over {r['pairs']} pairs; identity error "
-                         f"{r['max_identity_error']:.2g}")
-        elif claim == "thm2-consistency" and r["rows"]:
-            lines.append(f"  Hoeffding: L ≥ {r['max_L_for_error_0.05']:.4g} examples bring every pair's bound to "
-                         f"{THM2_TARGET_ERROR}")
-        elif claim == "thm3-init-gradient":
-            lines.append(f"  {r['positions']} positions, {r['ties']} ties, {r['J_form_violations']} J-form violations")
-            for finding in r["findings"]:
-                lines.append(f"  finding (ours): {finding['statement']}: {finding['status']}")
-            if rows:
-                lines.append("  tree  h  pa  J form     margin       exact π̄ form  margin")
-                lines += [f"  {x['tree']:4d} {x['h']:2d} {x['parent']:3d}  {x['J_form']:9s} {x['J_margin']:11.4g}  "
-                          f"{x['exact_form']:13s} {x['exact_margin']:.4g}" for x in r["rows"]]
-        elif claim == "thm1-construction" and "attention_error" in r:
-            lines.append(f"  max ‖A^(2) − posterior‖₁ = {r['attention_error']:.2e} at β = {r['beta']:g} over "
-                         f"{r['contexts']} contexts (L = {r['L']}, H = {r['H']})")
-    return "\n".join(lines)

@@ -1,42 +1,31 @@
-"""Hypothesis-driven counterexample search for ``lemma3-strict-dpi`` and ``thm3-init-gradient``.
+"""Counterexample search for ``lemma3-strict-dpi`` and ``thm3-init-gradient``, and the replay of saved instances.
 
-``run_search("lemma3", budget, seed)`` draws (kernel, tree, μ₀) with the strategies of
-:mod:`numerics.strategies`, scores each by its worst pair, pushes the score up with ``hypothesis.target`` and,
-when an example violates the claim, lets Hypothesis shrink it to a minimal instance. The instance is a JSON
-object that :func:`check_instance` (``bma-verify check --instance FILE``) re-checks from scratch.
+``run_search("lemma3", budget, seed)`` draws (kernel, tree, μ₀) from a NumPy Generator seeded by ``seed``: half of
+the examples fresh draws, half perturbations of the best one so far (a hill climb on the score: the worst pair's
+ratio − α, or the worst position's −margin / max|gradient|). It stops at the first clear violation and shrinks it
+deterministically: positions the violation does not need are removed, states dropped, the kernel and μ₀ rounded to
+as few decimals as keep it. The result depends on ``seed`` and ``budget`` only (no example database, no state from
+earlier runs, nothing read from the source files), so the ``found_by`` command recorded with an instance replays
+it; a larger budget finds the same instance (the search stops where the smaller one did).
 
-Instance format (JSON)::
+Instance format (JSON), the one of every refuted finding (report, ``check --kernel --json``, ``search --out``)::
 
     {"target": "lemma3", "kernel": [[...], ...], "parents": [-1, 0, ...], "init": null | [...],
      "h": 3, "h_prime": 1, "alpha": "dobrushin" | "doeblin" | "sdpi" | "dobrushin_channel" | "eta_chi2" | 0.3}
     {"target": "thm3", "kernel": ..., "parents": ..., "init": ..., "h": 4, "form": "exact" | "approximate"}
 
 ``kernel[i][j] = π(j | i)``, positions 0-based, ``init`` null means the stationary law. Other keys (ratio,
-margin, relation, ...) are informative and ignored by :func:`check_instance`.
-
-The ``alpha`` argument of :func:`run_search` (a candidate name or a number) says which α the Lemma 3 search
-tries to break; a deliberately wrong number (say 0.05) plants a violation that the search must find and shrink.
-
-Files: the search keeps no example database (a run is reproducible from its seed and budget alone), and the
-working files Hypothesis writes anyway (a cache of constants read from the source) go under
-``<cache dir>/hypothesis`` (:func:`default_cache_dir`), never into a ``.hypothesis/`` folder of the working
-directory.
+margin, relation, found_by, ...) are informative and ignored by :func:`check_instance`, which also accepts an
+object holding the instance under ``"instance"`` (a finding, or the output of ``search --json``).
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-from pathlib import Path
+import shlex
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, Verbosity, configuration, given, settings
-from hypothesis import seed as hypothesis_seed
-from hypothesis import target as hypothesis_target
-from hypothesis import strategies as st
 
-from bma_verify.numerics import strategies as bst
 from bma_verify.numerics.claim_sweeps import TIE_ATOL, VIOLATION_RTOL, instance_record
 from bma_verify.numerics.dpi_sweep import LEMMA3_CANDIDATES, lemma3_check_pair, lemma3_pairs, sdpi_coefficients
 from bma_verify.numerics.init_gradient_sweep import thm3_check_position
@@ -45,25 +34,24 @@ TARGETS = ("lemma3", "thm3")
 DEFAULT_ALPHA = "dobrushin"  # δ(π): the uniform α of the lemma's usual proof, not a theorem for ancestor pairs
 
 
-#: Counterexamples found by this search (and one grid scan), kept so that reports and tests re-check them: two to
-#: Lemma 3 with α = δ(π) (h' an ancestor of pa(h), non-stationary μ₀), one to Theorem 3's exact π̄ form.
-#: How each was found, with its numbers: docs/notes/search-counterexamples.md.
+#: Counterexamples found by this search, kept so that reports and tests re-check them: two to Lemma 3 with α = δ(π)
+#: (h' an ancestor of pa(h), non-stationary μ₀), one to Theorem 3's exact π̄ form (the J form holds on it) and one to
+#: the paper's J form under a non-stationary μ₀ (no stationary μ₀ has given one). Each is
+#: exactly what its ``found_by`` command prints (tests/test_search.py runs them). Their numbers:
+#: docs/notes/search-counterexamples.md.
 KNOWN_COUNTEREXAMPLES = (
-    {"target": "lemma3", "kernel": [[0.5, 0.5], [0.015625, 0.984375]], "parents": [-1, 0, 0, 1, 3],
-     "init": [0.5, 0.5], "h": 4, "h_prime": 1, "alpha": "dobrushin",
-     "found_by": "bma-verify search lemma3 --seed 0 --budget 1500"},
-    {"target": "lemma3", "kernel": [[0.22, 0.78], [0.0005, 0.9995]], "parents": [-1, 0, 1],
-     "init": [0.032, 0.968], "h": 2, "h_prime": 0, "alpha": "dobrushin",
-     "found_by": "grid scan of binary chains x_0 -> x_1 -> x_2 with non-stationary init"},
-    {"target": "thm3", "kernel": [[0.015625, 0.96875, 0.015625], [0.015625, 0.015625, 0.96875],
-                                  [0.015625, 0.6510416666666666, 0.3333333333333333]],
-     "parents": [-1, 0, 1, 2], "init": [0.9, 0.05, 0.05], "h": 3, "form": "exact",
-     "found_by": "bma-verify search thm3 --seed 2 --budget 1000, then μ₀ moved from e_0 to full support"},
+    {"target": "lemma3", "kernel": [[0.015, 0.985], [0.001, 0.999]], "parents": [-1, 0, 1], "init": [0.2, 0.8],
+     "h": 2, "h_prime": 0, "alpha": "dobrushin", "found_by": "bma-verify search lemma3 --seed 0 --budget 1000"},
+    {"target": "lemma3", "kernel": [[0.045, 0.955], [0.001, 0.999]], "parents": [-1, 0, 1], "init": [0.1, 0.9],
+     "h": 2, "h_prime": 0, "alpha": "dobrushin", "found_by": "bma-verify search lemma3 --seed 8 --budget 1000"},
+    {"target": "thm3", "kernel": [[0.001, 0.998, 0.001], [0.98, 0.019, 0.001], [0.998, 0.001, 0.001]],
+     "parents": [-1, 0, 1, 2], "init": [0.1, 0.1, 0.8], "h": 3, "form": "exact",
+     "found_by": "bma-verify search thm3 --seed 1 --budget 1000"},
+    # the paper's J form itself under a non-stationary μ₀: J(x_0) = 0.2329 > J(pa) = I_χ²(x_1; x_2) = 0.1893
+    {"target": "thm3", "kernel": [[0.01, 0.89, 0.1], [0.02, 0.22, 0.76], [0.01, 0.01, 0.98]], "parents": [-1, 0, 1],
+     "init": [0.4, 0.5, 0.1], "h": 2, "form": "approximate",
+     "found_by": "bma-verify search thm3 --seed 0 --budget 1000 --form approximate"},
 )
-
-
-class _Violation(AssertionError):
-    """Raised inside the Hypothesis test when an example breaks the claim (Hypothesis then shrinks it)."""
 
 
 def _check_alpha(alpha):
@@ -106,88 +94,172 @@ def _lemma3_worst_pair(kernel, parents, init, alpha) -> dict | None:
             "relation": "ancestor" if pairs["ancestor"][p] else "non-ancestor"}
 
 
-CACHE_ENV = "BMA_VERIFY_CACHE_DIR"
-
-
-def default_cache_dir() -> Path:
-    """Where the search keeps Hypothesis' files: ``$BMA_VERIFY_CACHE_DIR``, else ``$XDG_CACHE_HOME/bma-verify``,
-    else ``~/.cache/bma-verify`` (Hypothesis writes under its ``hypothesis/`` subfolder)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "bma-verify"
-
-
-@contextlib.contextmanager
-def _hypothesis_home(cache_dir):
-    """Point Hypothesis' storage directory (default ``./.hypothesis``) at ``cache_dir/hypothesis`` for the
-    duration, then restore whatever it was (a test session's own setting, say)."""
-    before = vars(configuration).get("__hypothesis_home_directory")  # module global: not name-mangled
-    configuration.set_hypothesis_home_dir(Path(cache_dir).expanduser() / "hypothesis")
-    try:
-        yield
-    finally:
-        configuration.set_hypothesis_home_dir(before)
-
-
 INIT_MODES = ("any", "stationary", "full-support")
 #: Smallest mass of every state of μ₀ in the "full-support" mode.
 FULL_SUPPORT_MASS = 0.02
+#: The drawn instances: d states and H positions (Theorem 3 enumerates d^(h+1) sequences, so d^H is capped).
+SEARCH_SIZES = {"lemma3": {"d": (2, 4), "H": (3, 7)}, "thm3": {"d": (2, 3), "H": (3, 6), "max_sequences": 4096}}
+#: Every drawn kernel entry is at least this: the hypothesis π > 0 of the lemma, with near-deterministic rows,
+#: where the counterexamples live.
+KERNEL_FLOOR = 1e-4
+#: A drawn non-stationary μ₀ (mode "any") has every mass at least this: near point masses, full support.
+INIT_FLOOR = 1e-3
+#: A violation counts only when it is far above rounding (ratio − α above its tolerance and this; margin / max|g|
+#: below minus this), so that its replay on another machine agrees.
+CLEAR_VIOLATION = 1e-6
+MAX_SHRINK_STEPS = 500
+MAX_DECIMALS = 6
 
 
-def _instances(max_d: int, max_H: int, min_eps: float, init: str):
-    """(kernel, parents, init) with μ₀ stationary (None), drawn with full support, or either (``init="any"``,
-    where shrinking may reach point masses)."""
-    if init == "any":
-        return bst.instances(min_d=2, max_d=max_d, min_H=3, max_H=max_H, min_eps=min_eps)
-    kernels = bst.kernels(min_d=2, max_d=max_d, min_eps=min_eps)
-    trees = bst.parent_trees(min_H=3, max_H=max_H)
-    if init == "stationary":
-        return st.tuples(kernels, trees, st.none())
-    return kernels.flatmap(lambda k: st.tuples(st.just(k), trees,
-                                               bst.init_distributions(k.shape[0], min_mass=FULL_SUPPORT_MASS)))
+def _floored(p: np.ndarray, floor: float) -> np.ndarray:
+    """Rows of ``p`` mixed with the uniform law so that every entry is at least ``floor``."""
+    d = p.shape[-1]
+    return (1.0 - d * floor) * p + floor
 
 
-def _check_search_arguments(target: str, budget, alpha, form: str, init: str) -> None:
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise ValueError(f"budget must be a positive integer number of examples; got {budget!r}")
-    if target == "thm3" and alpha is not None:
-        raise ValueError("alpha applies to the lemma3 search only")
-    if form not in ("exact", "approximate"):
-        raise ValueError(f"form must be 'exact' or 'approximate'; got {form!r}")
-    if init not in INIT_MODES:
-        raise ValueError(f"init must be one of {', '.join(INIT_MODES)}; got {init!r}")
+def _draw_init(rng: np.random.Generator, d: int, mode: str):
+    if mode == "stationary" or (mode == "any" and rng.random() < 0.25):
+        return None
+    floor = FULL_SUPPORT_MASS if mode == "full-support" else INIT_FLOOR
+    return _floored(rng.dirichlet(np.full(d, 0.3)), floor)  # concentration 0.3: often near a point mass
 
 
-def _offer_closest(state: dict, score: float, make_instance) -> None:
-    """Keep the instance of the best score seen so far (the closest call when nothing is found)."""
-    if score > state["closest_score"]:
-        state["closest_score"], state["closest"] = score, make_instance()
+def _draw_instance(rng: np.random.Generator, target: str, mode: str) -> tuple:
+    """One (kernel, parents, init): peaked Dirichlet rows, a chain (ancestor pairs) or a random recursive tree."""
+    sizes = SEARCH_SIZES[target]
+    d = int(rng.integers(sizes["d"][0], sizes["d"][1] + 1))
+    H = int(rng.integers(sizes["H"][0], sizes["H"][1] + 1))
+    while d**H > sizes.get("max_sequences", math.inf):
+        H -= 1
+    concentration = float(np.exp(rng.uniform(math.log(0.05), math.log(2.0))))
+    kernel = _floored(rng.dirichlet(np.full(d, concentration), size=d), KERNEL_FLOOR)
+    if rng.random() < 0.5:
+        parents = np.arange(-1, H - 1)
+    else:
+        parents = np.concatenate([[-1], rng.integers(0, np.arange(1, H))])
+    return kernel, parents, _draw_init(rng, d, mode)
 
 
-def _lemma3_property(state: dict, alpha):
-    """The Hypothesis property of the Lemma 3 search: the worst pair's ratio − α stays within rounding of 0."""
-    def property_(instance) -> None:
-        kernel, parents, mu0 = instance
-        state["examples"] += 1
-        worst = _lemma3_worst_pair(kernel, parents, mu0, alpha)
-        if worst is None:
-            return
-        hypothesis_target(worst["excess"], label="ratio - alpha")
+def _perturbed(rng: np.random.Generator, instance: tuple, mode: str) -> tuple:
+    """The instance with its kernel (and a drawn μ₀) moved by log-normal noise of a random scale; same tree."""
+    kernel, parents, init = instance
+    scale = 10.0 ** rng.uniform(-2.0, 0.0)
 
-        def make():
-            return instance_record("lemma3", kernel, parents, mu0, h=worst["h"], h_prime=worst["h_prime"],
-                                   alpha=alpha, ratio=worst["ratio"], alpha_value=worst["alpha_value"],
-                                   relation=worst["relation"])
+    def move(p, floor):
+        logits = np.log(p) + scale * rng.standard_normal(p.shape)
+        q = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        return _floored(q / q.sum(axis=-1, keepdims=True), floor)
 
-        _offer_closest(state, worst["excess"], make)
-        if worst["excess"] > _lemma3_tolerance(worst["mi_parent"]):
-            state["failure"] = make()
-            raise _Violation(json.dumps(state["failure"]))
-    return property_
+    kernel = move(kernel, KERNEL_FLOOR)
+    if init is not None:
+        init = move(init, FULL_SUPPORT_MASS if mode == "full-support" else INIT_FLOOR)
+    return kernel, parents, init
 
+
+def _lemma3_verdict(instance: tuple, alpha) -> tuple[float, dict | None, bool]:
+    """(score, worst pair, clearly violated) of one instance for the Lemma 3 search."""
+    worst = _lemma3_worst_pair(*instance, alpha)
+    if worst is None:
+        return -math.inf, None, False
+    clear = max(_lemma3_tolerance(worst["mi_parent"]), CLEAR_VIOLATION)
+    return worst["excess"], worst, worst["excess"] > clear
+
+
+def _thm3_verdict(instance: tuple, form: str) -> tuple[float, dict | None, bool]:
+    """(score, worst position, clearly violated) of one instance for the Theorem 3 search."""
+    worst, relative = _thm3_worst_position(*instance, form)
+    if worst is None:
+        return -math.inf, None, False
+    return -relative, worst, worst[f"margin_{form}"] < 0 and relative < -CLEAR_VIOLATION
+
+
+def _hill_climb(rng, budget: int, mode: str, target: str, verdict) -> tuple[int, tuple | None, tuple, float]:
+    """Odd examples fresh draws, even ones perturbations of the best so far; stop at the first clear violation.
+
+    Returns (examples run, the violating instance or None, the best instance, its score)."""
+    best, best_score = None, -math.inf
+    for n in range(1, budget + 1):
+        fresh = best is None or n % 2 == 1
+        candidate = _draw_instance(rng, target, mode) if fresh else _perturbed(rng, best, mode)
+        score, _, violated = verdict(candidate)
+        if violated:
+            return n, candidate, candidate, score
+        if score > best_score or best is None:
+            best, best_score = candidate, score
+    return budget, None, best, best_score
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Shrinking: deterministic, towards fewer positions, fewer states, the stationary law, short decimals
+
+
+def _without_leaf(parents: np.ndarray, v: int) -> np.ndarray:
+    """The tree without the leaf v, later positions renumbered."""
+    rest = np.delete(parents, v)
+    return np.where(rest > v, rest - 1, rest)
+
+
+def _without_state(instance: tuple, s: int) -> tuple:
+    kernel, parents, init = instance
+    kernel = np.delete(np.delete(kernel, s, axis=0), s, axis=1)
+    init = None if init is None else np.delete(init, s) / np.delete(init, s).sum()
+    return kernel / kernel.sum(axis=1, keepdims=True), parents, init
+
+
+def _decimals(p: np.ndarray) -> int:
+    """The fewest decimals that write every entry of ``p`` exactly (MAX_DECIMALS + 1 when more are needed)."""
+    return next((k for k in range(MAX_DECIMALS + 1) if np.array_equal(np.round(p, k), p)), MAX_DECIMALS + 1)
+
+
+def _rounded(p: np.ndarray, decimals: int, floor: float) -> np.ndarray | None:
+    """Rows of ``p`` rounded to ``decimals``, every entry at least max(floor, 10^-decimals), each row's largest
+    entry set so that the row sums to 1; None when that entry would fall below the floor."""
+    low = max(floor, 10.0**-decimals)
+    rows = np.maximum(np.round(np.atleast_2d(p), decimals), low)
+    top = rows.argmax(axis=1)
+    index = np.arange(rows.shape[0])
+    rows[index, top] = 0.0
+    rows[index, top] = np.round(1.0 - rows.sum(axis=1), decimals)
+    if (rows[index, top] < low).any():
+        return None
+    return rows.reshape(np.shape(p))
+
+
+def _simpler(instance: tuple, mode: str):
+    """Candidates simpler than ``instance``, the most drastic first: a leaf removed, a state dropped, the
+    stationary μ₀, a parent moved towards the root, the kernel or μ₀ written with fewer decimals."""
+    kernel, parents, init = instance
+    H, d = parents.shape[0], kernel.shape[0]
+    leaves = [v for v in range(H - 1, 0, -1) if v not in parents]
+    if H > 3:
+        yield from ((kernel, _without_leaf(parents, v), init) for v in leaves)
+    if d > 2:
+        yield from (_without_state(instance, s) for s in range(d))
+    if init is not None and mode == "any":
+        yield kernel, parents, None
+    for v in range(2, H):
+        for q in range(parents[v]):
+            yield kernel, np.where(np.arange(H) == v, q, parents), init
+    for k in range(_decimals(kernel)):
+        rounded = _rounded(kernel, k, 0.0)
+        if rounded is not None:
+            yield rounded, parents, init
+    if init is not None:
+        floor = FULL_SUPPORT_MASS if mode == "full-support" else 0.0
+        for k in range(_decimals(init)):
+            rounded = _rounded(init, k, floor)
+            if rounded is not None:
+                yield kernel, parents, rounded
+
+
+def _shrink(instance: tuple, mode: str, verdict) -> tuple:
+    """Greedy shrinking: take the first simpler candidate that still clearly violates, until none does."""
+    for _ in range(MAX_SHRINK_STEPS):
+        simpler = next((c for c in _simpler(instance, mode) if verdict(c)[2]), None)
+        if simpler is None:
+            break
+        instance = simpler
+    return instance
 
 def _thm3_worst_position(kernel, parents, mu0, form: str) -> tuple[dict | None, float]:
     """The position with the smallest margin relative to the gradients' size, ties and uninformative parents
@@ -206,109 +278,142 @@ def _thm3_worst_position(kernel, parents, mu0, form: str) -> tuple[dict | None, 
     return worst, worst_relative
 
 
-def _thm3_property(state: dict, form: str):
-    """The Hypothesis property of the Theorem 3 search: the true parent keeps the largest expected gradient."""
-    def property_(instance) -> None:
-        kernel, parents, mu0 = instance
-        state["examples"] += 1
-        worst, worst_relative = _thm3_worst_position(kernel, parents, mu0, form)
-        if worst is None:
-            return
-        hypothesis_target(-worst_relative, label="-relative margin")
-
-        def make():
-            return instance_record("thm3", kernel, parents, mu0, h=worst["h"], form=form,
-                                   margin=worst[f"margin_{form}"], relative_margin=worst_relative)
-
-        _offer_closest(state, -worst_relative, make)
-        if worst[f"margin_{form}"] < 0:
-            state["failure"] = make()
-            raise _Violation(json.dumps(state["failure"]))
-    return property_
+def _check_search_arguments(target: str, budget, seed, alpha, form: str, init: str) -> None:
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"budget must be a positive integer number of examples; got {budget!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
+    if target == "thm3" and alpha is not None:
+        raise ValueError("alpha applies to the lemma3 search only")
+    if form not in ("exact", "approximate"):
+        raise ValueError(f"form must be 'exact' or 'approximate'; got {form!r}")
+    if init not in INIT_MODES:
+        raise ValueError(f"init must be one of {', '.join(INIT_MODES)}; got {init!r}")
 
 
-def _falsified(strategy, property_, *, budget: int, seed: int, quiet: bool, cache_dir) -> bool:
-    """Run ``property_`` on at most ``budget`` examples of ``strategy``: True when Hypothesis found (and shrank)
-    a violation."""
-    test = given(strategy)(property_)
-    test = settings(max_examples=budget, database=None, deadline=None, derandomize=False,
-                    verbosity=Verbosity.quiet if quiet else Verbosity.normal, print_blob=False,
-                    phases=(Phase.generate, Phase.target, Phase.shrink),
-                    suppress_health_check=list(HealthCheck))(test)
-    test = hypothesis_seed(seed)(test)
-    try:
-        with _hypothesis_home(default_cache_dir() if cache_dir is None else cache_dir):
-            test()
-    except _Violation:
-        return True  # the last failing call was the shrunk example, so the recorded failure is minimal
-    return False
+def search_command(target: str, budget: int, seed: int, alpha=None, init: str = "any", form: str = "exact") -> str:
+    """The ``bma-verify search`` command line that runs :func:`run_search` with these arguments."""
+    words = ["bma-verify", "search", target, "--seed", str(seed), "--budget", str(budget)]
+    if target == "lemma3" and alpha not in (None, DEFAULT_ALPHA):
+        words += ["--alpha", str(alpha)]
+    if init != "any":
+        words += ["--init", init]
+    if target == "thm3" and form != "exact":
+        words += ["--form", form]
+    return shlex.join(words)
 
 
-def run_search(target: str, budget: int, seed: int, quiet: bool = True, alpha=None, init: str = "any",
-               form: str = "exact", cache_dir=None) -> dict:
+def _record(target: str, instance: tuple, found: dict, alpha, form: str, **extra) -> dict:
+    """The JSON instance of a search result (the format of the module docstring)."""
+    if target == "lemma3":
+        return instance_record("lemma3", *instance, h=found["h"], h_prime=found["h_prime"], alpha=alpha,
+                               ratio=found["ratio"], alpha_value=found["alpha_value"], relation=found["relation"],
+                               **extra)
+    spread = float(np.abs(found[form]).max())
+    return instance_record("thm3", *instance, h=found["h"], form=form, margin=found[f"margin_{form}"],
+                           relative_margin=found[f"margin_{form}"] / spread, **extra)
+
+
+def run_search(target: str, budget: int, seed: int, alpha=None, init: str = "any", form: str = "exact") -> dict:
     """Search for a counterexample to ``target`` ("lemma3" or "thm3") with at most ``budget`` examples.
 
     Parameters
     ----------
     target : "lemma3": some pair with I(x_h; x_h') > α I(x_h; x_pa); "thm3": some position where another
-        candidate's exact expected init gradient exceeds the true parent's (ties, i.e. zero-information
-        kernels, are not violations).
-    budget : maximum number of Hypothesis examples (shrinking runs extra calls on top).
-    seed : Hypothesis seed (the search is deterministic for a given seed and budget).
-    quiet : suppress Hypothesis' own output.
-    alpha : Lemma 3 only: a candidate name (default "dobrushin") or a number (a planted constant α).
-    init : which μ₀ to search over: "any" (stationary or any law, point masses included), "stationary", or
-        "full-support" (every state has mass ≥ FULL_SUPPORT_MASS).
+        candidate's expected init gradient exceeds the true parent's (ties, i.e. zero-information kernels, are
+        not violations).
+    budget : maximum number of examples (shrinking evaluates extra ones on top).
+    seed : seed of the NumPy Generator; the result depends on (seed, budget) and the arguments below only.
+    alpha : Lemma 3 only: a candidate name (default "dobrushin", δ(π)) or a number (a planted constant α).
+    init : which μ₀ to search over: "any" (the stationary law or a drawn one, near point masses included),
+        "stationary", or "full-support" (every state has mass ≥ FULL_SUPPORT_MASS).
     form : Theorem 3 only: "exact" (π̄ in the denominator) or "approximate" (the J form).
-    cache_dir : folder for Hypothesis' working files (under ``cache_dir/hypothesis``); default
-        :func:`default_cache_dir`. No example database is kept, so results do not depend on earlier runs.
 
     Returns
     -------
-    dict: ``target``, ``budget``, ``seed``, ``alpha``, ``found`` (bool), ``examples`` (examples run),
-    ``instance`` (the shrunk JSON counterexample or None), ``check`` (``check_instance`` of it),
-    ``closest`` (the best score seen and its instance: the largest ratio − α, or the largest −margin/max|g|) and
-    ``message`` (one line for the command).
+    dict: ``target``, ``budget``, ``seed``, ``alpha``, ``init``, ``found`` (bool), ``examples`` (examples run),
+    ``instance`` (the shrunk JSON counterexample, with ``found_by``: the command that finds it, or None),
+    ``check`` (``check_instance`` of it), ``closest`` (the best score seen and its instance: the largest
+    ratio − α, or the largest −margin/max|g|) and ``message`` (one line for the command).
     """
-    _check_search_arguments(target, budget, alpha, form, init)
+    _check_search_arguments(target, budget, seed, alpha, form, init)
     alpha = _check_alpha(alpha) if target == "lemma3" else None
-    state = {"examples": 0, "closest": None, "closest_score": -math.inf, "failure": None}
-    if target == "lemma3":
-        strategy = _instances(max_d=4, max_H=7, min_eps=1e-3, init=init)
-        property_ = _lemma3_property(state, alpha)
-    else:
-        strategy = _instances(max_d=4, max_H=6, min_eps=1e-3, init=init)  # d^H <= 4096 configurations
-        property_ = _thm3_property(state, form)
-    found = _falsified(strategy, property_, budget=budget, seed=seed, quiet=quiet, cache_dir=cache_dir)
-    counterexample = state["failure"] if found else None
-    closest = {"score": state["closest_score"], "instance": state["closest"]}
-    if found:
+
+    def verdict(instance):
+        return _lemma3_verdict(instance, alpha) if target == "lemma3" else _thm3_verdict(instance, form)
+
+    rng = np.random.default_rng(seed)
+    examples, violating, best, best_score = _hill_climb(rng, budget, init, target, verdict)
+    command = search_command(target, budget, seed, alpha, init, form)
+    counterexample, closest = None, None
+    if violating is not None:
+        shrunk = _shrink(violating, init, verdict)
+        counterexample = _record(target, shrunk, verdict(shrunk)[1], alpha, form, found_by=command)
         message = f"counterexample found ({target}, alpha={alpha}) and shrunk:\n{json.dumps(counterexample)}"
     else:
+        found = verdict(best)[1]
+        closest = None if found is None else _record(target, best, found, alpha, form)
         what = "largest ratio − α" if target == "lemma3" else "largest −margin / max|gradient|"
-        message = f"no counterexample in {budget} examples; closest call: {what} = {state['closest_score']:.3g}"
-    return {"target": target, "budget": budget, "seed": seed, "alpha": alpha, "init": init, "found": found,
-            "examples": state["examples"], "instance": counterexample,
-            "check": check_instance(counterexample) if found else None, "closest": closest, "message": message}
+        message = f"no counterexample in {budget} examples; closest call: {what} = {best_score:.3g}"
+    return {"target": target, "budget": budget, "seed": seed, "alpha": alpha, "init": init,
+            "found": counterexample is not None, "examples": examples, "instance": counterexample,
+            "check": None if counterexample is None else check_instance(counterexample),
+            "closest": {"score": best_score, "instance": closest if counterexample is None else counterexample},
+            "message": message}
+
+
+def replayable_kernel_findings(result: dict, kernel, init) -> None:
+    """Make the refuted findings of a ``check --kernel`` result (``reports.kernel_report.check_kernel_claims``)
+    replayable, in place: each finding's swept row (its ``tree`` index, h, h') becomes an instance of the format
+    above, with the kernel, that tree and μ₀, the row's numbers kept as informative fields."""
+    targets = {"lemma3-strict-dpi": "lemma3", "thm3-init-gradient": "thm3"}
+    for claim, target in targets.items():
+        for finding in result["claims"].get(claim, {}).get("findings", []):
+            row = finding.get("instance")
+            if not isinstance(row, dict) or "target" in row:
+                continue
+            extra = {"alpha": row.get("alpha", DEFAULT_ALPHA)} if target == "lemma3" else {"form": "exact"}
+            finding["instance"] = instance_record(target, kernel, result["trees"][row["tree"]], init,
+                                                  **{**row, **extra})
+
+
+def as_instance(obj) -> dict:
+    """The instance in ``obj``: an instance itself, or an object holding one under ``"instance"`` (a finding of
+    the report or of ``check --kernel --json``, the output of ``search --json``); its target and fields checked."""
+    if isinstance(obj, dict) and "kernel" not in obj and isinstance(obj.get("instance"), dict):
+        obj = obj["instance"]
+    if not isinstance(obj, dict):
+        raise ValueError(f"instance must be a JSON object (dict); got {type(obj).__name__}")
+    target = obj.get("target")
+    if target is None and "parent_sets" in obj:
+        raise ValueError("this is an instance of the k-parent DAG task (kernels, parent_sets), which the "
+                         "ext-dag-* claims re-check; check --instance replays the targets "
+                         f"{', '.join(TARGETS)}")
+    if target not in TARGETS:
+        raise ValueError(f"instance['target'] must be one of {', '.join(TARGETS)}; got {target!r} (the format: "
+                         "README, 'Replaying an instance')")
+    for key in ("kernel", "parents", "h") + (("h_prime",) if target == "lemma3" else ()):
+        if key not in obj:
+            raise ValueError(f"instance must have a {key!r} field for target {target!r} (the format: README, "
+                             "'Replaying an instance')")
+    return obj
 
 
 def check_instance(instance: dict) -> dict:
-    """Re-check a saved instance from scratch (``bma-verify check --instance FILE``).
+    """Re-check a saved instance from scratch (``bma-verify check --instance FILE``); ``instance`` as accepted by
+    :func:`as_instance`.
 
     Returns
     -------
     dict: ``target``, ``holds`` (bool: the claim holds on this instance), ``verdict`` ("pass" or "fail"),
     ``summary`` (one line), and the recomputed numbers. Lemma 3: ``ratio``, ``alpha``, ``alpha_value``, every
-    candidate in ``alphas``, ``relation``. Theorem 3: ``tie``, ``margin_exact``, ``margin_approximate``, ``exact``, ``approximate``.
+    candidate in ``alphas``, ``relation``. Theorem 3: ``tie``, ``margin_exact``, ``margin_approximate``, ``exact``,
+    ``approximate``.
     """
-    if not isinstance(instance, dict):
-        raise ValueError(f"instance must be a JSON object (dict); got {type(instance).__name__}")
-    target = instance.get("target")
-    if target not in TARGETS:
-        raise ValueError(f"instance['target'] must be one of {', '.join(TARGETS)}; got {target!r}")
-    for key in ("kernel", "parents", "h"):
-        if key not in instance:
-            raise ValueError(f"instance must have a {key!r} field (see reports.search for the format)")
+    instance = as_instance(instance)
+    target = instance["target"]
     kernel = np.asarray(instance["kernel"], dtype=np.float64)
     parents = np.asarray(instance["parents"], dtype=np.int64)
     init = None if instance.get("init") is None else np.asarray(instance["init"], dtype=np.float64)
@@ -319,8 +424,6 @@ def check_instance(instance: dict) -> dict:
 
 
 def _check_lemma3_instance(instance: dict, kernel, parents, h: int, init) -> dict:
-    if "h_prime" not in instance:
-        raise ValueError("instance must have an 'h_prime' field for target 'lemma3'")
     alpha = _check_alpha(instance.get("alpha"))
     out = lemma3_check_pair(kernel, parents, h, int(instance["h_prime"]), init)
     alpha_value = alpha if isinstance(alpha, float) else out["alphas"][alpha]

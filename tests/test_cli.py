@@ -1,12 +1,23 @@
-"""The bma-verify command end to end: train refuses to overwrite, search writes a re-checkable instance, and exit
-status 1 is kept for a claim of the paper that fails (a refuted conjecture of ours exits 0)."""
+"""The bma-verify command end to end: train refuses to overwrite, search writes a re-checkable instance, exit
+status 1 is kept for a claim of the paper that fails (a refuted conjecture of ours exits 0), every bad input is one
+line naming its flag or file with exit 2 and nothing written, and a closed pipe or a signal ends the command
+quietly (141, 130, 143)."""
+import errno
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from bma_verify.model._common import prepare_run_dir
+from bma_verify.numerics.atomic import destination, temporary_sibling, write_atomic
 from bma_verify.reports import cli
+from bma_verify.reports.executor import Interrupted
 from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
 from tests.report_stand_ins import beyond_registry  # noqa: F401 (a fixture)
 
@@ -114,9 +125,10 @@ def test_check_exits_0_on_a_refuted_conjecture_of_ours_and_1_on_a_failed_claim_o
 
 
 def test_search_with_a_planted_alpha_writes_an_instance_that_check_rechecks(tmp_path, capsys):
-    # α = 0.05 is far below the true ratios, so the search must find a violation and save it; never overwrite.
+    # α = 0.05 is far below the true ratios, so the search must find a violation and save it; never overwrite. A
+    # stated α of ours is not the paper's lemma (some α < 1): the finding exits 0, as its replay does.
     out = tmp_path / "found.json"
-    assert cli.main(["search", "lemma3", "--budget", "30", "--alpha", "0.05", "--out", str(out), "--quiet"]) == 1
+    assert cli.main(["search", "lemma3", "--budget", "30", "--alpha", "0.05", "--out", str(out), "--quiet"]) == 0
     instance = json.loads(out.read_text())
     assert instance["target"] == "lemma3" and instance["alpha"] == 0.05
     assert cli.main(["check", "--instance", str(out)]) == 0  # α = 0.05 is a stated α, not the paper's lemma
@@ -165,3 +177,124 @@ def test_train_resume_names_the_field_that_differs_and_resolves_auto_device(tmp_
     assert cli.main(again[:6] + ["4"] + again[7:] + ["--seed", "5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "seed: checkpoint" in err[0] and "now 5" in err[0] and "Traceback" not in err[0]
+
+
+# ---------------------------------------------------------------------------------------- bad input, exit status
+
+def _bad_inputs(tmp_path):
+    """The user's files of the bad-input table: good and bad kernels, an empty and a pickled archive."""
+    good = np.array([[0.9, 0.1], [0.3, 0.7]])
+    np.save(tmp_path / "K.npy", good)
+    np.savez(tmp_path / "empty.npz")
+    np.save(tmp_path / "pickled.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    np.savez(tmp_path / "pickled.npz", K=good, bad=np.array([{"a": 1}], dtype=object))
+    (tmp_path / "notnpy.npy").write_text("not numpy")
+    (tmp_path / "notzip.npz").write_text("not a zip")
+    (tmp_path / "folder").mkdir()
+    np.save(tmp_path / "folder" / "good.npy", good)
+    np.save(tmp_path / "folder" / "bad.npy", good + [[0.0, 0.1], [0.0, 0.0]])  # first row sums to 1.1
+
+
+#: argv (with {t} for the test's folder) -> what the one-line error must say (the flag or file, then the problem).
+BAD_INPUTS = {
+    "empty npz": (["check", "--kernel", "{t}/empty.npz", "--out", "{t}/out"], ["empty.npz", "holds no arrays"]),
+    "pickled npy": (["check", "--kernel", "{t}/pickled.npy", "--out", "{t}/out"], ["pickled.npy", "pickled"]),
+    "pickled array in npz": (["check", "--kernel", "{t}/pickled.npz"], ["pickled.npz", "'bad'", "pickled"]),
+    "npy that is not numpy": (["check", "--kernel", "{t}/notnpy.npy"], ["notnpy.npy", "not a NumPy .npy"]),
+    "npz that is not a zip": (["check", "--kernel", "{t}/notzip.npz"], ["notzip.npz", "not a .npz"]),
+    "folder with one bad kernel": (["check", "--kernel", "{t}/folder", "--out", "{t}/out"],
+                                   ["folder/bad.npy", "row-stochastic"]),
+    "negative seed": (["check", "--kernel", "{t}/K.npy", "--seed", "-1", "--out", "{t}/out"],
+                      ["--seed", "non-negative integer, got -1"]),
+    "no trees": (["check", "--kernel", "{t}/K.npy", "--trees", "0"], ["--trees", ">= 1"]),
+    "one position": (["check", "--kernel", "{t}/K.npy", "--H", "1"], ["--H", ">= 2"]),
+    "no workers": (["report", "--jobs", "0", "--out", "{t}/out"], ["--jobs", ">= 1"]),
+    "no training steps": (["train", "--preset", "fig2", "--steps", "0", "--out", "{t}/out"], ["--steps", ">= 1"]),
+    "no search budget": (["search", "lemma3", "--budget", "0", "--out", "{t}/out"], ["--budget", ">= 1"]),
+    "check --out an existing file": (["check", "--kernel", "{t}/K.npy", "--out", "{t}/K.npy"],
+                                     ["--out", "K.npy is a file"]),
+    "report --out an existing file": (["report", "--out", "{t}/K.npy"], ["--out", "K.npy is a file"]),
+    "train --out an existing file": (["train", "--preset", "fig2", "--out", "{t}/K.npy"], ["--out", "is a file"]),
+    "search --out an existing folder": (["search", "lemma3", "--out", "{t}/folder"], ["--out", "is a folder"]),
+    "parents from a missing file": (["check", "--kernel", "{t}/K.npy", "--parents", "{t}/tree.txt"],
+                                    ["--parents file", "tree.txt", "does not exist"]),
+    "init from a missing file": (["check", "--kernel", "{t}/K.npy", "--init", "{t}/mu0.json"],
+                                 ["--init file", "mu0.json", "does not exist"]),
+    "report folder under /proc": (["report", "--out", "/proc/rep"], ["--out /proc/rep", "cannot write"]),
+    "search instance under /proc": (["search", "lemma3", "--out", "/proc/x.json"], ["--out /proc/x.json"]),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_is_refused_in_one_line_naming_the_flag_or_file_and_nothing_is_written(case, tmp_path, capsys):
+    # compared with the listing of the folder before the command: a refusal writes nothing (K.npy byte-identical)
+    argv, expected = BAD_INPUTS[case]
+    if "/proc" in " ".join(argv) and not Path("/proc/self").exists():
+        pytest.skip("needs a /proc file system")
+    _bad_inputs(tmp_path)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert cli.main([a.format(t=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert all(text in err for text in expected), err
+    assert ".tmp-" not in err and ".probe-" not in err  # the user's path, never a temporary twin
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "out").exists()
+
+
+def test_search_has_no_cache_folder_to_point_at_proc(capsys):
+    # the search keeps no working files: --cache-dir is an unknown option (argparse's usage error, exit 2)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["search", "lemma3", "--cache-dir", "/proc/x"])
+    assert stop.value.code == 2 and "--cache-dir" in capsys.readouterr().err
+
+
+def test_a_failed_write_names_the_users_path_not_its_temporary_twin(monkeypatch, tmp_path, capsys):
+    # planted: the report's rename fails on its temporary folder, as a full disk or a vanished parent makes it
+    tmp = temporary_sibling(tmp_path / "rep")
+    assert destination(tmp) == tmp_path / "rep" and destination(temporary_sibling(tmp_path / "x", "old")) == \
+        tmp_path / "x"
+
+    def failing_report(args):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp))
+    monkeypatch.setattr(cli, "_report", failing_report)
+    assert cli.main(["report", "--out", str(tmp_path / "rep")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"bma-verify report: error: cannot use {tmp_path / 'rep'}: No space left on device; choose a " \
+                  "path you can read and write"
+
+
+def test_an_interrupted_atomic_write_leaves_the_old_file_and_no_temporary_one(tmp_path):
+    path = tmp_path / "table.csv"
+    path.write_text("old")
+
+    def interrupted(tmp):
+        tmp.write_text("half")
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(path, interrupted)
+    assert [p.name for p in tmp_path.iterdir()] == ["table.csv"] and path.read_text() == "old"
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stopped_command_says_so_in_one_line_and_exits_128_plus_the_signal(signum, status, monkeypatch, capsys):
+    # planted: the check stopped by the signal handler (the real signals are sent in tests/test_stopping.py)
+    def stopped(args):
+        raise Interrupted(signum)
+    monkeypatch.setattr(cli, "_check", stopped)
+    assert cli.main(["check", "--quiet"]) == status
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"bma-verify check: stopped by {signal.Signals(signum).name}"), err
+
+
+def test_closing_the_output_pipe_ends_quietly_with_status_141(tmp_path):
+    # as `bma-verify check ... | head -1`: the reader goes after one line; compared with what cat or yes do there
+    # (killed by SIGPIPE: status 141 in a shell, nothing on stderr)
+    np.save(tmp_path / "K.npy", np.array([[0.9, 0.1], [0.3, 0.7]]))
+    proc = subprocess.Popen([sys.executable, "-m", "bma_verify.reports.cli", "check", "--kernel",
+                             str(tmp_path / "K.npy"), "--trees", "300", "--rows"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.stdout.readline().startswith(b"kernel K.npy")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == ""

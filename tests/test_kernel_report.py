@@ -1,12 +1,14 @@
 """`bma-verify check --kernel`: the kernel claims on a user's own kernel (reports.kernel_report)."""
 import json
 import math
+import tracemalloc
 import warnings
 
 import numpy as np
 import pytest
 
 from bma_verify import numerics as nm
+from bma_verify.numerics.dpi_sweep import lemma3_pairs, lemma4_terms
 from bma_verify.reports import cli
 from bma_verify.reports.io import load_kernels
 from bma_verify.reports.kernel_report import check_kernel_claims, in_units, write_table
@@ -127,7 +129,7 @@ def test_units_bits_converts_the_information_quantities_and_nothing_else(tmp_pat
         nats["claims"]["thm2-consistency"]["max_L_for_error_0.05"], rel=1e-9)
     assert bits["claims"]["thm3-init-gradient"]["rows"] == nats["claims"]["thm3-init-gradient"]["rows"]
     assert cli.main(args[:-1] + ["--units", "bits", "--rows"]) == 0
-    assert "(I in bits)" in capsys.readouterr().out
+    assert "(I in bits, ratio unit-free)" in capsys.readouterr().out
     assert cli.main(["check", "lemma3-strict-dpi", "--units", "bits"]) == 2
     assert "--units applies with --kernel only" in capsys.readouterr().err
 
@@ -146,3 +148,95 @@ def test_units_bits_scales_a_row_shared_with_a_finding_once():
     row = next(x for x in bits["claims"]["lemma3-strict-dpi"]["rows"]
                if (x["h"], x["h_prime"]) == (refuted["instance"]["h"], refuted["instance"]["h_prime"]))
     assert row["mi_candidate"] == pytest.approx(finding["instance"]["mi_candidate"] / math.log(2), rel=1e-12)
+
+
+def test_a_uniform_kernel_reads_no_information_for_every_claim_and_exits_0(tmp_path, capsys):
+    # the uniform 2×2 kernel once read "lemma4 fails, smallest gap -1.11e-16" and exited 1
+    np.save(tmp_path / "uniform.npy", np.full((2, 2), 0.5))
+    assert cli.main(["check", "--kernel", str(tmp_path / "uniform.npy"), "--trees", "2"]) == 0
+    out = capsys.readouterr().out
+    for claim in ("lemma3-strict-dpi", "lemma4-loglik-gap", "thm2-consistency", "thm3-init-gradient",
+                  "thm1-construction"):
+        assert f"{claim}: not applicable (no information" in out
+    assert "fails" not in out and "|gap| ≤ 1e-12 nats is a tie" in out  # the tolerance is printed
+
+
+def test_a_nearly_uniform_kernel_gives_ties_not_failures():
+    # δ(π) = 1e-9: informative, but every gap and gradient margin is ~1e-18, within the tie tolerance.
+    # Reference: lemma4_terms on the pairwise joints confirms each gap is that small.
+    kernel = np.array([[0.5, 0.5], [0.5 + 1e-9, 0.5 - 1e-9]])
+    parents = [-1, 0, 1, 1, 2]
+    result = check_kernel_claims(kernel, parents=parents)
+    pairs = lemma3_pairs(kernel, parents)
+    gaps = lemma4_terms(kernel, pairs["joint_parent_child"], pairs["joint_candidate_child"])["lhs"]
+    assert np.abs(gaps).max() <= 1e-12
+    verdicts = {c: r["verdict"] for c, r in result["claims"].items()}
+    assert "fails" not in verdicts.values()
+    assert result["claims"]["lemma4-loglik-gap"]["why"] == "every pair is a tie: |gap| ≤ 1e-12 nats"
+    assert result["claims"]["thm3-init-gradient"]["why"].startswith("every position is a tie")
+    assert verdicts["thm1-construction"] == "holds"
+
+
+def test_a_d300_kernel_gets_a_theorem3_verdict_with_its_method():
+    # reference: numerics.approximate_init_gradient (pairwise joints by matrix powers) for the J form
+    rng = np.random.default_rng(300)
+    kernel = rng.dirichlet(np.full(300, 0.5), size=300)
+    thm3 = check_kernel_claims(kernel, claims=("thm3-init-gradient",), parents=[-1, 0, 1])["claims"][
+        "thm3-init-gradient"]
+    assert thm3["verdict"] == "holds" and "Monte Carlo" in thm3["method"] and thm3["positions"] == 1
+    expected = nm.approximate_init_gradient(kernel, np.array([-1, 0, 1]), 2)
+    assert thm3["worst"]["value"] == pytest.approx(expected.tolist(), abs=1e-12)
+    assert thm3["worst"]["margin"] == pytest.approx(expected[1] - expected[0], abs=1e-12)
+    assert thm3["rows"][0]["exact_samples"] > 0 and thm3["rows"][0]["exact_margin_stderr"] > 0
+
+
+def test_a_d3000_kernel_is_refused_before_allocating(tmp_path, capsys):
+    # d = 3000 once died allocating a 201 GiB (d, d, d) array; now refused first, in one line, exit 2
+    kernel = np.random.default_rng(0).dirichlet(np.ones(3000), size=3000)
+    tracemalloc.start()
+    with pytest.raises(ValueError, match="d = 3000 states"):
+        check_kernel_claims(kernel, claims=("thm3-init-gradient",), trees=1, H=3)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2 * kernel.nbytes
+    np.save(tmp_path / "d3000.npy", kernel)
+    assert cli.main(["check", "--kernel", str(tmp_path / "d3000.npy")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "d = 3000" in err and "too many states at any --H" in err
+
+
+def test_one_kernel_prints_a_summary_and_its_rows_only_with_rows(tmp_path, capsys):
+    kernel = nm.random_kernel(3, eps=0.02, rng=np.random.default_rng(2))
+    np.save(tmp_path / "K.npy", kernel)
+    args = ["check", "lemma3-strict-dpi", "thm3-init-gradient", "--kernel", str(tmp_path / "K.npy"), "--trees", "1",
+            "--H", "40"]
+    assert cli.main(args) == 0
+    summary = capsys.readouterr().out
+    assert len(summary.splitlines()) < 25
+    assert summary.count("worst case at") == 2 and summary.count("  margin: ") == 2 and "(unit-free)" in summary
+    assert "E g(pa) − max over h' ≠ pa of E g(h')" in summary  # thm3's margin is defined where it is printed
+    assert cli.main(args + ["--rows"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) > 39 * 38 // 2  # every (tree, pair) row of Lemma 3
+
+
+def test_the_kernel_table_carries_the_worst_numbers(tmp_path):
+    # references: lemma3_pairs (ratio of every pair) and approximate_init_gradient (the J form), per kernel
+    rng = np.random.default_rng(7)
+    kernels = {f"k{i}": nm.random_kernel(3, alpha=0.5, eps=0.01, rng=rng) for i in range(3)}
+    np.savez(tmp_path / "many.npz", **kernels)
+    parents = np.array([-1, 0, 0, 1, 2, 3])
+    assert cli.main(["check", "lemma3-strict-dpi", "thm3-init-gradient", "--kernel", str(tmp_path / "many.npz"),
+                     "--parents=-1,0,0,1,2,3", "--out", str(tmp_path / "out")]) == 0
+    for row in json.loads((tmp_path / "out" / "kernels.json").read_text()):
+        kernel = kernels[row["kernel"]]
+        pairs = lemma3_pairs(kernel, parents)
+        best = int(np.nanargmax(pairs["ratio"]))
+        assert row["lemma3_max_ratio"] == pytest.approx(pairs["ratio"][best], rel=1e-9)
+        assert row["lemma3_pair"] == (f"tree = 0, h = {pairs['h'][best]}, h' = {pairs['h_prime'][best]}, "
+                                      f"pa = {pairs['parent'][best]}")
+        h = int(row["thm3_position"].split("h = ")[1])
+        gradient = nm.approximate_init_gradient(kernel, parents, h)
+        assert json.loads(row["thm3_gradient_nats"]) == pytest.approx(gradient.tolist(), abs=1e-12)
+        assert row["thm3_parent"] == parents[h]
+        assert row["thm3_margin_nats"] == pytest.approx(gradient[parents[h]] - np.delete(gradient, parents[h]).max(),
+                                                        abs=1e-12)

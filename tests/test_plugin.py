@@ -3,6 +3,7 @@ package: pytest is run in a temporary folder, outside this repository (so its co
 not seen), and the user's tests there use `numerics.strategies`, the fixtures and HYPOTHESIS_PROFILE."""
 import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -10,9 +11,11 @@ import zlib
 
 import numpy as np
 import pytest
-from hypothesis import settings
+from hypothesis import find, settings
 
+from bma_verify import numerics as nm
 from bma_verify.numerics import pytest_plugin
+from bma_verify.numerics import strategies as bst
 from bma_verify.numerics.task import random_kernel
 
 # The user's test file: it records what it saw in report.json (next to it) for the assertions below.
@@ -94,13 +97,13 @@ CI_VARIABLES = ("CI", "TF_BUILD", "BUILDKITE", "CIRCLECI", "CIRRUS_CI", "CODEBUI
                 "GITLAB_CI", "HEROKU_TEST_RUN_ID", "TEAMCITY_VERSION", "bamboo.buildKey")
 
 
-def _run_user_project(tmp_path, name, *args, profile=None, ci=None):
-    """pytest in tmp_path/name holding only the user's test file; return (CompletedProcess, report dict).
+def _run_user_project(tmp_path, name, *args, profile=None, ci=None, tests=USER_TESTS):
+    """pytest in tmp_path/name holding only the user's test file ``tests``; return (CompletedProcess, report dict).
 
     ci=None keeps this machine's CI variables; False removes them; True sets CI=true, as a CI server does."""
     project = tmp_path / name
     project.mkdir()
-    (project / "test_user.py").write_text(USER_TESTS)
+    (project / "test_user.py").write_text(tests)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HYPOTHESIS_PROFILE", "PYTEST_ADDOPTS")}
     env["OMP_NUM_THREADS"] = "1"
     if ci is not None:
@@ -173,3 +176,54 @@ def test_this_suite_loads_the_profile_through_the_plugin():
     expected = os.environ.get("HYPOTHESIS_PROFILE") or "bma-dev"
     assert settings.get_current_profile_name() == expected
     assert settings().max_examples == pytest_plugin.PROFILES[expected]["max_examples"]
+
+
+# A user's property with a planted bug: Lemma 3 with α = 0.05, false wherever information flows. Every call records
+# (d, H); the last call is Hypothesis' replay of the shrunk example, the one it prints.
+PLANTED_TEST = textwrap.dedent('''
+    import json
+    import pathlib
+
+    from hypothesis import given, settings
+
+    from bma_verify import numerics as nm
+    from bma_verify.numerics import strategies as bst
+
+    REPORT = pathlib.Path(__file__).with_name("report.json")
+
+
+    @settings(max_examples=300, database=None)
+    @given(bst.instances(min_eps=0.01, min_H=3))
+    def test_planted_wrong_alpha(instance):
+        kernel, parents, init = instance
+        REPORT.write_text(json.dumps({"d": kernel.shape[0], "H": parents.shape[0]}))
+        h = parents.shape[0] - 1
+        for h_prime in range(h):
+            if h_prime != parents[h]:
+                candidate = nm.mutual_information(nm.pairwise_joint(kernel, parents, h_prime, h, init))
+                parent = nm.mutual_information(nm.pairwise_joint(kernel, parents, parents[h], h, init))
+                assert candidate <= 0.05 * parent + 1e-12
+''')
+
+
+def test_a_planted_failure_shrinks_to_the_smallest_instance(tmp_path):
+    # Reference: the smallest size at which the planted property can fail, d = 2 states and H = 3 positions (the
+    # shortest tree with a non-parent candidate for the last position). The strategy draws d in 2..5 and H in 3..8,
+    # so a shrinker that cannot lower d or H independently stops higher (it stopped at d = 5, H = 6).
+    run, seen = _run_user_project(tmp_path, "planted", tests=PLANTED_TEST, profile="bma-dev")
+    printed = "Falsifying example" in run.stdout or "Failing test case" in run.stdout  # Hypothesis' wordings
+    assert run.returncode == 1 and printed and "test_planted_wrong_alpha(" in run.stdout, run.stdout + run.stderr
+    assert (seen["d"], seen["H"]) == (2, 3)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_strategies_shrink_d_and_H_independently(seed):
+    # Reference: the smallest (d, H) at which each planted condition holds, found by Hypothesis' own minimiser
+    # (hypothesis.find) from two random starts: d = 2 and the smallest H the condition allows.
+    conditions = {(2, 4): lambda i: len(i[1]) >= 4 and i[0].max() > 0.8,
+                  (2, 5): lambda i: len(i[1]) >= 5 and i[2] is not None,
+                  (2, 2): lambda i: nm.dobrushin_coefficient(i[0]) > 0.3}
+    for smallest, condition in conditions.items():
+        found = find(bst.instances(), condition, settings=settings(database=None, max_examples=1000),
+                     random=random.Random(seed))
+        assert (found[0].shape[0], found[1].shape[0]) == smallest

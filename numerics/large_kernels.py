@@ -1,0 +1,278 @@
+"""The kernel claims on one kernel of any size d: exact where affordable, Monte Carlo with its error beyond, and the
+cost of a check known before anything is allocated (``lemma3-strict-dpi``, ``lemma4-loglik-gap``,
+``thm2-consistency``, ``thm3-init-gradient``).
+
+Every pairwise law on a tree is P(x_i = a, x_j = b) = Σ_c P(x_c = c) π^{k1}[c, a] π^{k2}[c, b], with c the lowest
+common ancestor of i and j and k1, k2 their depths below it. It depends on the tree only through
+(depth(c), k1, k2), so the powers π^0..π^{H−1} (H − 2 products of d × d matrices) and one product per distinct
+depth pattern give every (tree, pair) of a sweep: O(d³) per pattern and O(H d²) memory, never a (d, d, d) array.
+Theorem 3's J form needs no product at all once the powers are known:
+
+    J(h') + 1 = Σ_{a,b} P(x_h' = a, x_h = b) π(b | a) / P(x_h = b)
+              = Σ_c P(x_c = c) Σ_b π^{k1+1}[c, b] π^{k2}[c, b] / P(x_h = b),
+
+O(d²) per candidate. The exact π̄ form of Theorem 3 is enumerated over the d^(h+1) prefixes where that is
+affordable and estimated from sampled prefixes, with its standard error, beyond.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import rel_entr
+
+from bma_verify.numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_rng
+from bma_verify.numerics.claim_sweeps import MI_FLOOR
+from bma_verify.numerics.enumeration import MAX_SEQUENCES
+from bma_verify.numerics.estimators import mean_estimate
+from bma_verify.numerics.gradient import init_gradient, init_gradient_samples
+from bma_verify.numerics.information import _depths
+from bma_verify.numerics.task import _sample_chains, _stationary_distribution
+
+#: Refuse a check whose arrays would need more than this many bytes at once.
+MAX_BYTES = 4 * 2**30
+#: Refuse a check of more than this many floating-point operations (about a minute on one core).
+MAX_OPERATIONS = 5e11
+#: Bytes of the (rows, d, d) block of row differences held at once by :func:`dobrushin_coefficient_blocked`.
+_BLOCK_BYTES = 8 * 2**20  # small enough to stay in cache (faster than larger blocks)
+#: Standard errors a Monte Carlo margin must clear to decide the exact π̄ form at a position.
+MONTE_CARLO_Z = 4.0
+#: Sampled gradient entries (samples × candidates) shared by the Monte Carlo positions of one check, and the fewest
+#: and most samples one position gets.
+MONTE_CARLO_BUDGET = 20_000_000
+MONTE_CARLO_SAMPLES = (200, 20_000)
+
+
+def dobrushin_coefficient_blocked(kernel) -> float:
+    """δ(π) = max_{i,j} ½ Σ_z |π(z|i) − π(z|j)| of one (d, d) kernel in O(d²) memory (blocks of rows).
+
+    The same value as ``numerics.dobrushin_coefficient``, which holds a (d, d, d) array (201 GiB at d = 3000).
+    """
+    kernel = check_kernel(kernel, single=True)
+    d = kernel.shape[0]
+    rows = max(1, _BLOCK_BYTES // (8 * d * d))
+    buffer = np.empty((rows, d, d))
+    best = 0.0
+    for start in range(0, d, rows):
+        block = kernel[start:start + rows]  # (r, d): rows i, against the rows j >= start (the pairs j < i are done)
+        diff = np.subtract(block[:, None, :], kernel[None, start:, :], out=buffer[:len(block), :d - start])
+        best = max(best, float(np.abs(diff, out=diff).sum(-1).max()))
+    return 0.5 * best
+
+
+def kernel_powers(kernel, top: int, init=None) -> dict:
+    """π^0..π^top (``powers``, (top+1, d, d)) and the laws μ₀ π^t of a node at depth t (``laws``, (top+1, d)).
+
+    ``init`` None: the stationary law (then every ``laws[t]`` is that law).
+    """
+    kernel = check_kernel(kernel, single=True)
+    top = check_positive_int(top, "top", 0)
+    init = _stationary_distribution(kernel) if init is None else check_init(init, kernel.shape[0])
+    return _kernel_powers(kernel, top, init)
+
+
+def _kernel_powers(kernel: np.ndarray, top: int, init: np.ndarray) -> dict:
+    d = kernel.shape[0]
+    powers = np.empty((top + 1, d, d))
+    laws = np.empty((top + 1, d))
+    powers[0], laws[0] = np.eye(d), init
+    for t in range(1, top + 1):
+        powers[t] = powers[t - 1] @ kernel
+        laws[t] = laws[t - 1] @ kernel
+    return {"powers": powers, "laws": laws, "init": init}
+
+
+def _patterns(parents: np.ndarray, depth: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """(depth(c), depth(i) − depth(c), depth(j) − depth(c)) for arrays of positions i, j, c their lowest common
+    ancestor (found by moving the deeper of the two up, all pairs at once). (N, 3) int64."""
+    a, b = i.copy(), j.copy()
+    while np.any(differ := a != b):
+        up_a, up_b = differ & (depth[a] >= depth[b]), differ & (depth[b] >= depth[a])
+        a[up_a], b[up_b] = parents[a[up_a]], parents[b[up_b]]
+    return np.stack([depth[a], depth[i] - depth[a], depth[j] - depth[a]], axis=1)
+
+
+def _cached(cache: dict, keys: np.ndarray, compute) -> np.ndarray:
+    """compute(key) for every row of ``keys`` (N, k), once per distinct key (kept in ``cache``). (N, ...)"""
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    for key in map(tuple, unique.tolist()):
+        if key not in cache:
+            cache[key] = compute(key)
+    return np.array([cache[key] for key in map(tuple, unique.tolist())])[inverse.reshape(-1)]
+
+
+def _trees(trees) -> list[np.ndarray]:
+    trees = [check_parents(p, name="trees[{}]".format(t), single=True) for t, p in enumerate(trees)]
+    if not trees:
+        raise ValueError("trees must hold at least one parent array")
+    return trees
+
+
+def tree_pair_table(kernel, trees, init=None, *, laws: dict | None = None) -> dict:
+    """Exact Lemma 3 and Lemma 4 quantities of every pair h' < h, h' ≠ pa(h), of every tree, at any d.
+
+    The values of ``numerics.dpi_sweep.lemma3_pairs`` and ``lemma4_terms`` (the same joints, computed through the
+    powers of π, one d × d product per distinct depth pattern). ``laws``: :func:`kernel_powers` computed before
+    (with ``top`` at least the deepest position), else computed here.
+
+    Returns
+    -------
+    dict of (N,) arrays over the pairs, tree-major: ``tree``, ``h``, ``h_prime``, ``parent``, ``ancestor`` (h' is
+    an ancestor of pa(h)), ``mi_parent``, ``mi_candidate`` (nats), ``ratio`` (NaN where I(x_h; x_pa) ≤ MI_FLOOR),
+    ``loglik_gap`` = E log π(x_h|x_pa) − E log π(x_h|x_h') and ``loglik_identity_error`` = |gap − (I(x_h; x_pa)
+    − I(x_h; x_h') + E KL)|; and ``patterns``, the number of distinct depth patterns (d × d products) used.
+    """
+    kernel = check_kernel(kernel, single=True)
+    trees = _trees(trees)
+    if laws is None:
+        laws = kernel_powers(kernel, max(len(p) for p in trees) - 1, init)
+    elif len(laws["powers"]) < max(len(p) for p in trees):
+        raise ValueError(f"laws must hold the powers up to the deepest position (top >= H − 1 = "
+                         f"{max(len(p) for p in trees) - 1}); got top = {len(laws['powers']) - 1}")
+    with np.errstate(divide="ignore"):
+        log_kernel = np.log(kernel)  # −inf at zero entries: their gaps are not finite (hypothesis π > 0 violated)
+    parent_cache: dict[tuple, tuple] = {}
+    candidate_cache: dict[tuple, tuple] = {}
+    parts = []
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for t, parents in enumerate(trees):
+            depth = _depths(parents)
+            h, k = np.tril_indices(len(parents), k=-1)  # every h' = k < h, h ascending, then k
+            keep = k != parents[h]
+            h, k = h[keep], k[keep]
+            if not len(h):  # H = 2: the only earlier position is the parent
+                continue
+            parent = parents[h]
+            mi_p, loglik_p = _cached(parent_cache, depth[parent][:, None], lambda key: _parent_terms(
+                kernel, log_kernel, laws["laws"][key[0]])).T
+            keys = _patterns(parents, depth, k, h)
+            mi_c, loglik_c, kl = _cached(candidate_cache, keys, lambda key: _candidate_terms(
+                kernel, log_kernel, laws, key)).T
+            gap = loglik_p - loglik_c
+            # lca(h', h) = lca(h', pa): k1 = 0 means h' is an ancestor of h, hence of pa(h)
+            parts.append({"tree": np.full(len(h), t), "h": h, "h_prime": k, "parent": parent,
+                          "ancestor": keys[:, 1] == 0, "mi_parent": mi_p, "mi_candidate": mi_c, "loglik_gap": gap,
+                          "loglik_identity_error": np.abs(gap - (mi_p - mi_c + kl))})
+    names = ("tree", "h", "h_prime", "parent", "ancestor", "mi_parent", "mi_candidate", "loglik_gap",
+             "loglik_identity_error")
+    out = {key: np.concatenate([part[key] for part in parts]) if parts else np.zeros(0) for key in names}
+    out["ratio"] = np.divide(out["mi_candidate"], out["mi_parent"], out=np.full(len(out["h"]), np.nan),
+                             where=out["mi_parent"] > MI_FLOOR)
+    out["patterns"] = len(candidate_cache)
+    return out
+
+
+def _mutual_information(joint: np.ndarray) -> float:
+    outer = joint.sum(-1)[:, None] * joint.sum(-2)[None, :]
+    return max(float(rel_entr(joint, outer).sum()), 0.0)
+
+
+def _expected_log_kernel(joint, log_kernel) -> float:
+    """E log π(x_h | x_k) = Σ P(a, b) log π(b | a) with 0·log 0 = 0 (−∞ where the joint has mass on a zero of π)."""
+    finite = np.isfinite(log_kernel)
+    if np.any(joint[~finite] > 0):
+        return -np.inf
+    return float((joint * np.where(finite, log_kernel, 0.0)).sum())
+
+
+def _parent_terms(kernel, log_kernel, parent_law) -> tuple[float, float]:
+    """I(x_h; x_pa) and E log π(x_h | x_pa) for a parent of law ``parent_law``."""
+    joint = parent_law[:, None] * kernel  # (d, d): P(x_pa = a, x_h = b)
+    return _mutual_information(joint), _expected_log_kernel(joint, log_kernel)
+
+
+def _candidate_terms(kernel, log_kernel, laws: dict, key: tuple) -> tuple[float, float, float]:
+    """I(x_h; x_h'), E log π(x_h | x_h') and E KL(q(·|x_h') ‖ π(·|x_h')) for the depth pattern ``key``.
+
+    E KL is summed on its own (not as I − H(x_h) − E log π), so that Lemma 4's identity compares independent sums."""
+    depth_c, k1, k2 = key
+    powers = laws["powers"]
+    joint = laws["laws"][depth_c][:, None] * powers[k2]  # (d, d): P(x_c = c, x_h = b)
+    if k1 > 0:  # h' below c: P(x_h' = a, x_h = b) = Σ_c π^{k1}[c, a] P(x_c = c, x_h = b)
+        joint = powers[k1].T @ joint
+    joint = np.maximum(joint, 0.0)  # rounding of the product can leave −1e-20 where the law is 0
+    kl = float(rel_entr(joint, joint.sum(-1)[:, None] * kernel).sum())
+    return _mutual_information(joint), _expected_log_kernel(joint, log_kernel), kl
+
+
+def j_form_gradients(kernel, parents, h: int, init=None, *, laws: dict | None = None,
+                     cache: dict | None = None) -> np.ndarray:
+    """(1/h) J(h') for h' = 0..h-1 by the O(d²)-per-candidate formula of the module docstring
+    (``thm3-init-gradient``); equals ``numerics.approximate_init_gradient``. ``cache``: a dict kept between calls
+    with the same ``laws`` (J depends on the candidate only through its depth pattern). (h,)"""
+    kernel = check_kernel(kernel, single=True)
+    parents = check_parents(parents, single=True)
+    if not 1 <= h < parents.shape[0]:
+        raise ValueError(f"h must be a position in 1..{parents.shape[0] - 1} (it needs h candidates), got {h}")
+    if laws is None:
+        laws = kernel_powers(kernel, parents.shape[0] - 1, init)
+    depth = _depths(parents)
+    keys = _patterns(parents, depth, np.arange(h), np.full(h, h))
+    return _cached({} if cache is None else cache, keys, lambda key: _j_gain(key, laws)) / h
+
+
+def _j_gain(key: tuple, laws: dict) -> float:
+    """J(h') + 1 = Σ_c P(x_c) Σ_b π^{k1+1}[c, b] π^{k2}[c, b] / P(x_h = b) − 1 for the pattern (depth(c), k1, k2)."""
+    depth_c, k1, k2 = key
+    law_h = laws["laws"][depth_c + k2]
+    weight = np.divide(1.0, law_h, out=np.zeros_like(law_h), where=law_h > 0)  # (d,) 1/P(x_h), 0 off its support
+    powers = laws["powers"]
+    return float(laws["laws"][depth_c] @ ((powers[k1 + 1] * powers[k2]) @ weight) - 1.0)  # k1 + 1 <= depth(h') + 1
+
+
+def exact_form_gradients(kernel, parents, h: int, init=None, *, n: int = 20_000, rng=None, tokens=None) -> dict:
+    """Theorem 3's exact π̄ form at position h: enumerated when d^(h+1) ≤ MAX_SEQUENCES, else Monte Carlo from n
+    chains drawn with ``rng``, or from ``tokens`` (n, ≥ h+1), chains already drawn on this tree (one draw can serve
+    every position of a tree).
+
+    Returns
+    -------
+    dict: ``method`` ("enumeration" or "monte-carlo"), ``gradient`` (h,), ``stderr`` (h,) (zeros when
+    enumerated), ``margins`` (h−1,) E[g_pa − g_h'] for each other candidate ``others`` and ``margins_stderr``
+    (paired: one sample gives both terms), ``n`` (samples; 0 when enumerated).
+    """
+    kernel = check_kernel(kernel, single=True)
+    parents = check_parents(parents, single=True)
+    d = kernel.shape[0]
+    init = _stationary_distribution(kernel) if init is None else check_init(init, d)
+    parent = int(parents[h])
+    others = np.delete(np.arange(h), parent)
+    if d ** (h + 1) <= MAX_SEQUENCES:
+        gradient = init_gradient(kernel, parents, h, init)
+        return {"method": "enumeration", "gradient": gradient, "stderr": np.zeros(h), "others": others,
+                "margins": gradient[parent] - gradient[others], "margins_stderr": np.zeros(h - 1), "n": 0}
+    if tokens is None:
+        n = check_positive_int(n, "n", 2)
+        tokens = _sample_chains(kernel, parents[: h + 1], n, check_rng(rng), init)  # (n, h+1)
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2 or tokens.shape[1] <= h or tokens.shape[0] < 2:
+        raise ValueError(f"tokens must be sampled chains of shape (n >= 2, H > h = {h}); got {tokens.shape}")
+    n = tokens.shape[0]
+    samples = init_gradient_samples(kernel, tokens[:, : h + 1])  # (n, h)
+    gradient, margins = mean_estimate(samples), mean_estimate(samples[:, [parent]] - samples[:, others])
+    return {"method": "monte-carlo", "gradient": gradient.estimate, "stderr": gradient.stderr, "others": others,
+            "margins": margins.estimate, "margins_stderr": margins.stderr, "n": n}
+
+
+def monte_carlo_samples(d: int, positions) -> int:
+    """Samples per position for the exact π̄ form beyond enumeration: :data:`MONTE_CARLO_BUDGET` shared over the
+    positions h (h candidates each) with d^(h+1) > MAX_SEQUENCES, within :data:`MONTE_CARLO_SAMPLES`."""
+    beyond = sum(h for h in positions if d ** (h + 1) > MAX_SEQUENCES)
+    return MONTE_CARLO_SAMPLES[1] if not beyond else int(np.clip(MONTE_CARLO_BUDGET // beyond, *MONTE_CARLO_SAMPLES))
+
+
+def depth_patterns(H: int) -> int:
+    """The most distinct (depth(c), k1, k2) patterns a tree of H positions can need: an upper bound on the d × d
+    products of :func:`tree_pair_table` (candidate h' at depth ≤ H − 2 and x_h at depth ≤ H − 1): with
+    m = H − 1 − depth(c), k1 < m and 1 ≤ k2 ≤ m, so Σ_{m < H} m² = (H − 1) H (2H − 1) / 6."""
+    return (H - 1) * H * (2 * H - 1) // 6
+
+
+def check_cost(d: int, H: int, trees: int, *, pairs: bool, thm3: bool) -> dict:
+    """Bytes and floating-point operations of the kernel checks, estimated from d and the sweep before any array
+    is allocated: the stationary law (a least-squares solve, ~20 d³), δ(π) (~3 d³), the powers (2 d³ each) and,
+    for the pair table, one product per depth pattern (2 d³ each, at most ``depth_patterns(H)`` and at most one per
+    swept pair). Returns ``bytes``, ``operations``."""
+    pair_count = trees * (H - 1) * (H - 2) // 2
+    products = (H - 2) + (min(depth_patterns(H), pair_count) if pairs else 0) + (H if thm3 else 0)
+    operations = 23.0 * d ** 3 + 2.0 * d ** 3 * products
+    nbytes = 8 * d * d * (H + 8) + _BLOCK_BYTES  # the powers, the kernel, a few d × d temporaries, δ(π)'s block
+    return {"bytes": nbytes, "operations": operations}

@@ -1,0 +1,87 @@
+"""The text of ``bma-verify check --kernel``: per kernel its facts and tie tolerances, then per claim the verdict, the
+method, the worst case and its margin (each with what it is and its units), and every swept row with ``--rows``.
+The results themselves come from :func:`reports.kernel_report.check_kernel_claims`.
+"""
+from __future__ import annotations
+
+from bma_verify.numerics.claim_sweeps import MI_FLOOR, TIE_ATOL
+from bma_verify.reports.kernel_report import THM2_TARGET_ERROR, TIE_TOLERANCE, where_text
+
+
+def _vector_text(values, limit: int = 8) -> str:
+    shown = ", ".join(f"{v:.4g}" for v in values[:limit])
+    return f"[{shown}{', …' if len(values) > limit else ''}]" + (f" ({len(values)} entries)" if len(values) > limit
+                                                                 else "")
+
+
+def _header_lines(name: str, result: dict) -> list[str]:
+    f, unit = result["facts"], result.get("units", "nats")
+    trees = result["trees"]
+    tree_text = (f"1 tree of H = {len(trees[0])} positions" + (f": {trees[0]}" if len(trees[0]) <= 12 else "")
+                 if len(trees) == 1 else f"{len(trees)} random trees of H = {len(trees[0])} positions")
+    lines = [f"kernel {name}: d = {f['d']} states, ε = min π = {f['eps']:.4g}, d·ε = {f['d_eps']:.4g}, "
+             f"δ(π) (Dobrushin) = {f['dobrushin']:.4g}, Doeblin 1 − d·min π = {f['doeblin']:.4g} (all unit-free)",
+             f"  stationary law: {_vector_text(f['stationary'])}; μ₀ used: "
+             + (result["init"] if result["init"] == "stationary" else _vector_text(result["init"])),
+             f"  swept: {tree_text}",
+             f"  ties: a log-likelihood gap with |gap| ≤ {TIE_TOLERANCE:g} nats is a tie; a ratio is undefined where "
+             f"I(x_h; x_pa) ≤ {MI_FLOOR:g} nats; a gradient margin within {TIE_ATOL:g}·max(1, max|g|) is a tie; "
+             f"information and gaps in {unit}"]
+    if not f["hypothesis_eps_positive"]:
+        lines.append("  NOTE: π has a zero entry, which violates the hypothesis π ≥ ε > 0 of Lemmas 3, 4 and "
+                     "Theorem 2; they are not judged on this kernel.")
+    return lines
+
+
+def _claim_lines(claim: str, r: dict) -> list[str]:
+    """Verdict (with its reason), method, worst case and margin, counts and findings of one claim."""
+    lines = [f"{claim}: {r['verdict']}" + (f" ({r['why']})" if r.get("why") else "")]
+    if r.get("method") and (r.get("worst") or r.get("rows")):  # nothing was computed for a claim that does not apply
+        lines.append(f"  method: {r['method']}")
+    worst = r.get("worst")
+    if worst:
+        value = worst["value"]
+        value_text = _vector_text(value) if isinstance(value, list) else f"{value:.4g}"
+        where = f" at {where_text(worst['where'])}" if worst["where"] else ""
+        lines.append(f"  worst case{where}: {worst['value_is']} = {value_text} ({worst['value_units']})")
+        lines.append(f"  margin: {worst['margin_is']} = {worst['margin']:.4g} ({worst['margin_units']})")
+    if claim == "lemma3-strict-dpi" and r["pairs"]:
+        lines.append(f"  {r['pairs']} (tree, pair) cases, {r['uninformative_pairs']} with I(x_h; x_pa) ≤ {MI_FLOOR:g} "
+                     "nats (ratio undefined)")
+    elif claim in ("lemma4-loglik-gap", "thm2-consistency") and r["pairs"]:
+        lines.append(f"  {r['pairs']} (tree, pair) cases, {r['ties']} ties")
+    elif claim == "thm3-init-gradient" and r["positions"]:
+        lines.append(f"  {r['positions']} (tree, position) cases, {r['ties']} ties, {r['J_form_violations']} J-form "
+                     "violations")
+    lines += [f"  finding (ours): {x['statement']}: {x['status']}" for x in r.get("findings", [])]
+    return lines
+
+
+def _row_lines(claim: str, r: dict, unit: str) -> list[str]:
+    if claim == "lemma3-strict-dpi" and r["rows"]:
+        return [f"  tree  h  h'  pa  ancestor  I(x_h;x_pa)  I(x_h;x_h')  ratio   (I in {unit}, ratio unit-free)"] + [
+            f"  {x['tree']:4d} {x['h']:2d} {x['h_prime']:3d} {x['parent']:3d}  {str(x['ancestor']):8s}"
+            f"  {x['mi_parent']:11.4g}  {x['mi_candidate']:11.4g}  {x['ratio']:.4f}" for x in r["rows"]]
+    if claim == "thm2-consistency" and r.get("rows"):
+        return [f"  tree  h  h'  pa  gap Δ ({unit})  L for error {THM2_TARGET_ERROR} (examples)"] + [
+            f"  {x['tree']:4d} {x['h']:2d} {x['h_prime']:3d} {x['parent']:3d}  {x['gap']:11.4g}  "
+            f"{x['L_for_error_0.05']:.4g}" for x in r["rows"]]
+    if claim == "thm3-init-gradient" and r["rows"]:
+        return ["  tree  h  pa  J form     margin       exact π̄ form  margin      ± s.e.   method       J-form "
+                "gradients E g(h') (margins and gradients in nats per unit score)"] + [
+            f"  {x['tree']:4d} {x['h']:2d} {x['parent']:3d}  {x['J_form']:9s} {x['J_margin']:11.4g}  "
+            f"{x['exact_form']:13s} {x['exact_margin']:11.4g} {x['exact_margin_stderr']:8.2g}   "
+            f"{x['exact_method']:12s} {_vector_text(x['J_gradient'])}" for x in r["rows"]]
+    return []
+
+
+def format_kernel_result(name: str, result: dict, *, rows: bool = False) -> str:
+    """The human-readable output about one kernel: its facts, then per claim the verdict, method, worst case and
+    margin, and with ``rows`` every swept row."""
+    unit = result.get("units", "nats")
+    lines = _header_lines(name, result)
+    for claim, r in result["claims"].items():
+        lines += _claim_lines(claim, r)
+        if rows:
+            lines += _row_lines(claim, r, unit)
+    return "\n".join(lines)
