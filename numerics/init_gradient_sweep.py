@@ -1,9 +1,9 @@
 """Theorem 3 (init gradient) by exact enumeration: one position, the chunkable sweep over random instances, and
 Monte Carlo beyond enumeration (``thm3-init-gradient``).
 
-Theorem 3 (exact π̄ form) also needs stationarity: on the chain x_0 → x_1 → x_2 → x_3 with μ₀ = (0.9, 0.05, 0.05)
-the expected init gradient of x_0 exceeds that of the true parent x_2 (``reports.search.KNOWN_COUNTEREXAMPLES``),
-while the approximate J form ranks the parent first there and in every search so far.
+Both forms of Theorem 3 can fail under a non-stationary μ₀: the stored counterexamples
+(``reports.search.KNOWN_COUNTEREXAMPLES``) give one instance for the exact π̄ form and one for the J form; no
+stationary μ₀ has given one (docs/findings.md).
 """
 
 from __future__ import annotations

@@ -112,6 +112,14 @@ def _j_form_figure(ctx: CheckContext) -> str:
     return save_check_figure(fig, ctx, "thm3_init_gradient.png")
 
 
+def _j_form_outcome(violations: int, stored: list) -> str:
+    """'J(pa) is the strict largest in every non-tie case', or the violations with the stored instance's margins."""
+    if not violations:
+        return "J(pa) is the strict largest in every non-tie case"
+    margins = ", ".join(f"μ₀ = {i['init']}, h = {i['h']}: {k['margin_approximate']:+.4f}" for i, k in stored)
+    return f"{violations} violations of J(pa) > J(h') (stored instances' margins: {margins})"
+
+
 def exact_check(ctx: CheckContext) -> CheckOutcome:
     """Theorem 3 as the paper writes it ('≈'): with the marginal P(x_h) in place of π̄, E = (1/h) J(h') (enumeration
     over sequences against pairwise joints), J(pa) = I_χ² and J(pa) > J(h') for every other h', stationary and
@@ -151,9 +159,9 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
         verdict=verdict, measured=jsonable(measured),
         threshold={"violations": 0, "|J(pa) − I_χ²|, |E − (1/h)J|": IDENTITY_ATOL},
         summary=f"J form ('≈', P(x_h) in place of π̄) on {counts.get('positions', 0)} (instance, μ₀, h) cases of the "
-                f"sweep, stationary and non-stationary μ₀, enumerated exactly, and on the stored non-stationary "
-                f"instance: J(pa) is the strict largest in every non-tie case ({violations} violations, "
-                f"{counts.get('ties/approximate', 0)} ties from zero-information kernels; smallest margin "
+                f"sweep, stationary and non-stationary μ₀, enumerated exactly, and on the {len(stored)} stored "
+                f"non-stationary instances: {_j_form_outcome(violations, stored)} "
+                f"({counts.get('ties/approximate', 0)} ties from zero-information kernels; smallest sweep margin "
                 f"{smallest:.2e}); |J(pa) − I_χ²| ≤ {identities['chi2']:.1e}, |E − (1/h)J| ≤ {identities['j']:.1e}. "
                 f"A shuffled parent label fails the same rule in {control_violations} of {control_cases} cases "
                 "(control).",
