@@ -34,20 +34,19 @@ def test_a_failing_rule_on_an_unconverged_run_is_inconclusive():
     falling = trained.run_convergence(_curve_metrics([3.0 - 0.1 * i for i in range(10)]))
     assert flat["plateaued"] and not falling["plateaued"]
     assert falling["improvement"] == pytest.approx(0.4) and falling["objective"] == "held-out query_loss"
-    assert trained.trained_verdict("fail", flat, {}) == ("fail", "")
-    verdict, reason = trained.trained_verdict("fail", falling, {})
-    assert verdict == "inconclusive" and reason.startswith("not converged: held-out loss still falling, 0.4000 nats")
-    verdict, reason = trained.trained_verdict("noise", flat, {"gap_to_bma": "noise", "x": "pass"})
-    assert verdict == "inconclusive" and reason == "within run-to-run noise of the threshold: gap_to_bma"
+    assert trained.count_verdict(["fail"] * 3, [flat] * 3)[0] == "fail"
+    verdict, reason, _ = trained.count_verdict(["fail"] * 3, [falling] * 3)
+    assert verdict == "inconclusive" and reason.endswith("3 not converged (needs 3 of 3)")
+    verdict, reason, _ = trained.count_verdict(["noise"] * 3, [flat] * 3)
+    assert verdict == "inconclusive" and "3 within noise" in reason
     both = runs_plateau({"a": flat, "b": falling})
     assert not both["plateaued"] and both["not_plateaued"] == ["b"]
-    assert trained.not_converged_reason(both) == "not converged: held-out loss still improving in b"
 
 
 def test_a_run_that_never_evaluated_is_not_converged():
     # train(steps=0) records no curve: nothing to judge a plateau on
     test = trained.run_convergence({"steps": 0})
-    assert not test["plateaued"] and trained.not_converged_reason(test).startswith("not converged: 0 finite")
+    assert not test["plateaued"] and test["improvement"] is None
 
 
 def test_a_converged_run_far_from_bma_fails_its_parent_gap():

@@ -2,10 +2,12 @@
 threshold with its noise band, and fig2's rule (exp-fig2-attention; exp-robustness applies it to other models).
 
 Trained runs are shared through ``ctx.cache``: fig2's run serves exp-fig2-attention, exp-fig3-parameters and
-thm2-consistency; fig6's serves exp-fig6-column-alignment, which prop1-invariance cites. A value within its noise
-band (``NOISE_BAND``, measured) of its threshold reads "within run-to-run noise of the threshold". A run is
-converged when its own held-out curve has plateaued (``bma_verify.model.convergence``), never judged by the target:
-a converged run that misses the rule fails the claim, a run still improving reads inconclusive (not converged).
+thm2-consistency; fig6's serves exp-fig6-column-alignment, which prop1-invariance cites. Each is trained on the
+report's training seeds (:func:`training_seeds`). A value within its noise band (``NOISE_BAND``, measured) of its
+threshold leaves that seed undecided. A run is converged when its own held-out curve has plateaued
+(``bma_verify.model.convergence``), never judged by the target. The seeds decide by the count rule
+(:func:`count_verdict`): converged seeds that miss the rule count against the claim, and seeds still improving
+count for neither side. Each check's control is a near miss with its power curve (:func:`near_miss_control`).
 How the thresholds and bands were measured: docs/notes/trained-checks.md.
 """
 from __future__ import annotations
@@ -136,39 +138,12 @@ def rule_text(sides: dict) -> str:
     return "rule: " + ", ".join(f"{k} {v}" for k, v in sides.items())
 
 
-def noise_reason(sides: dict) -> str:
-    """The reason of an undecided rule: the quantities that read within their noise band."""
-    return "within run-to-run noise of the threshold: " + ", ".join(k for k, v in sides.items() if v == "noise")
-
-
 def run_convergence(metrics: dict) -> dict:
     """A run's plateau test on its held-out query loss (what ``CheckOutcome.converged`` records). A drop within
     the query loss's run-to-run noise (``NOISE_BAND["gap_to_bma"]``) counts as flat: the weight-averaged curves are
     so smooth that 3 SE of their own jitter is 0.0007 nats, and a drop the CPU kernels alone move could not change a
     decided value."""
     return run_plateau(metrics, min_drop=NOISE_BAND["gap_to_bma"])
-
-
-def not_converged_reason(converged: dict) -> str:
-    """The reason of a run (or runs) still improving: the drop its held-out curve made over the window."""
-    if "runs" in converged:
-        return "not converged: held-out loss still improving in " + ", ".join(converged["not_plateaued"])
-    if converged["improvement"] is None:
-        return f"not converged: {converged['rule'].rsplit('; ', 1)[-1]}"
-    w = converged["window"]
-    return (f"not converged: held-out loss still falling, {converged['improvement']:.4f} nats over steps "
-            f"{w['from_step']}–{w['to_step']} (plateau ≤ 3 × {converged['noise_se']:.4f})")
-
-
-def trained_verdict(status: str, converged: dict, sides: dict) -> tuple[str, str]:
-    """(verdict, reason) of a trained check from its rule's status: a rule that fails on a converged run fails
-    the claim; on a run still improving it is inconclusive (an optimisation shortfall of ours is not evidence
-    against the paper), and so is a pass (settle withholds it)."""
-    if status == "pass":
-        return "pass", ""
-    if status == "fail" and converged["plateaued"]:
-        return "fail", ""
-    return "inconclusive", (not_converged_reason(converged) if not converged["plateaued"] else noise_reason(sides))
 
 
 def parent_gap_side(ctx: CheckContext, metrics: dict) -> str:
@@ -190,19 +165,6 @@ def fig2_sides(ctx: CheckContext, metrics: dict) -> dict:
             "parent_loss_gap": parent_gap_side(ctx, metrics)}
 
 
-def half_bma_control(ctx: CheckContext, run) -> tuple[dict, dict]:
-    """BMA reading the last ceil(L/2) examples of the run's held-out contexts, and fig2's rule on it."""
-    batch = eval_batch(run.config, run.kernel, run.config.L)  # the contexts run.metrics were measured on
-    half = analysis.truncated_bma_metrics(run.kernel, batch, half_examples(run.config.L))
-    return half, fig2_sides(ctx, half)
-
-
-def control_measured(metrics: dict, sides: dict) -> dict:
-    """What a half-BMA control reports: its examples, losses, accuracies and fig2's rule on it."""
-    return {k: metrics[k] for k in ("examples", "L", "gap_to_bma", "parent_loss_gap", "parent_accuracy",
-                                    "bma_parent_accuracy")} | {"rule": sides}
-
-
 def loss_split_rows(metrics: dict, label: str) -> list:
     """``[row]``: the loss-table row (``LOSS_COLUMNS``) of a run's metrics, as a list to concatenate."""
     return [[label, metrics["query_loss"], metrics["bma_loss"], metrics["gap_to_bma"], metrics["parent_loss"],
@@ -212,7 +174,7 @@ def loss_split_rows(metrics: dict, label: str) -> list:
 
 def fig2_threshold(ctx: CheckContext, half: dict) -> dict:
     """fig2's thresholds, each with its band and what a BMA-reading control (``half``: the metrics of BMA reading
-    ``half["examples"]`` of ``half["L"]`` examples, as :func:`control_measured` or a near-miss control records)
+    ``half["examples"]`` of ``half["L"]`` examples, as a near-miss control records)
     read."""
     t, control = THRESHOLDS[ctx.tier], f"BMA reading {half['examples']} of {half['L']}"
     shortfall = half.get("accuracy_shortfall", half["bma_parent_accuracy"] - half["parent_accuracy"]
