@@ -36,7 +36,9 @@ GAP_BAND = 0.04
 MEAN_GAP_BAND = 0.015
 #: Regression tolerances (the reference: quick tier, first training seed). The L = 5 run stalls under avx2, hence
 #: the wide grid tolerance; R3 reads the same runs and R2 (full tier only) has no reference, so both take R1's.
-MEAN_GAP_TOL, GAP_TOL, OWN_GAP_TOL = {"abs": 0.01}, {"abs": 0.35}, {"abs": 0.16}
+#: A row's mean gap moved by 0.021 under ATEN_CPU_CAPABILITY=default and 0.015 under avx2 with 2 threads (1000 steps,
+#: report seed 0); 0.05 leaves room for other CPUs. docs/notes/exp-fig5-generalization.md has the command.
+MEAN_GAP_TOL, GAP_TOL, OWN_GAP_TOL = {"abs": 0.05}, {"abs": 0.35}, {"abs": 0.16}
 TOLERANCES = {
     "mean_parent_loss_gap": MEAN_GAP_TOL, "grid": GAP_TOL, "own_L_parent_loss_gap": OWN_GAP_TOL,
     # the L = 5 run is near BMA at 1 L' under default and 0 under avx2 (seed 0); ρ is −1 under both
