@@ -286,9 +286,9 @@ def _checked_inputs(kernel, claims, init, parents, trees, H):
     if init is not None:
         init = check_init(init, kernel.shape[0], name="init (from --init)")
     if isinstance(trees, bool) or not isinstance(trees, int) or trees < 1:
-        raise ValueError(f"trees must be an integer >= 1, got {trees!r}")
+        raise ValueError(f"trees (--trees) must be an integer >= 1, got {trees!r}")
     if isinstance(H, bool) or not isinstance(H, int) or H < 3:
-        raise ValueError(f"H must be an integer >= 3 (a non-parent candidate needs h >= 2), got {H!r}")
+        raise ValueError(f"H (--H) must be an integer >= 3 (a non-parent candidate needs h >= 2), got {H!r}")
     return kernel, parents, init
 
 

@@ -16,7 +16,8 @@ Instance format (JSON), the one of every refuted finding (report, ``check --kern
 
 ``kernel[i][j] = π(j | i)``, positions 0-based, ``init`` null means the stationary law. Other keys (ratio,
 margin, relation, found_by, ...) are informative and ignored by :func:`check_instance`, which also accepts an
-object holding the instance under ``"instance"`` (a finding, or the output of ``search --json``).
+object holding the instance under ``"instance"`` (a finding, or the output of ``search --json``). The refuted
+findings of the extension claims (k-parent DAGs, footnote 1's mappings) replay too: :mod:`reports.replay`.
 """
 from __future__ import annotations
 
@@ -28,7 +29,12 @@ import numpy as np
 
 from bma_verify.numerics.claim_sweeps import TIE_ATOL, VIOLATION_RTOL, instance_record
 from bma_verify.numerics.dpi_sweep import LEMMA3_CANDIDATES, lemma3_check_pair, lemma3_pairs, sdpi_coefficients
-from bma_verify.numerics.init_gradient_sweep import thm3_check_position
+from bma_verify.numerics._validate import check_positive_int
+from bma_verify.numerics.enumeration import MAX_SEQUENCES
+from bma_verify.numerics.init_gradient_sweep import argmax_status, thm3_check_position
+from bma_verify.numerics.large_kernels import (MONTE_CARLO_SAMPLES, MONTE_CARLO_Z, exact_form_gradients,
+                                               j_form_gradients)
+from bma_verify.reports.replay import EXTENSION_TARGETS, check_extension_fields, check_extension_instance
 
 TARGETS = ("lemma3", "thm3")
 DEFAULT_ALPHA = "dobrushin"  # δ(π): the uniform α of the lemma's usual proof, not a theorem for ancestor pairs
@@ -387,13 +393,16 @@ def as_instance(obj) -> dict:
     if not isinstance(obj, dict):
         raise ValueError(f"instance must be a JSON object (dict); got {type(obj).__name__}")
     target = obj.get("target")
+    if target in EXTENSION_TARGETS:
+        check_extension_fields(obj)
+        return obj
     if target is None and "parent_sets" in obj:
-        raise ValueError("this is an instance of the k-parent DAG task (kernels, parent_sets), which the "
-                         "ext-dag-* claims re-check; check --instance replays the targets "
-                         f"{', '.join(TARGETS)}")
+        raise ValueError("this instance of the k-parent DAG task (kernels, parent_sets) names no target; add "
+                         "'target': one of dag-lemma3, dag-lemma4, dag-thm3 (the format: README, 'Replaying an "
+                         "instance')")
     if target not in TARGETS:
-        raise ValueError(f"instance['target'] must be one of {', '.join(TARGETS)}; got {target!r} (the format: "
-                         "README, 'Replaying an instance')")
+        raise ValueError(f"instance['target'] must be one of {', '.join(TARGETS + EXTENSION_TARGETS)}; got "
+                         f"{target!r} (the format: README, 'Replaying an instance')")
     for key in ("kernel", "parents", "h") + (("h_prime",) if target == "lemma3" else ()):
         if key not in obj:
             raise ValueError(f"instance must have a {key!r} field for target {target!r} (the format: README, "
@@ -414,6 +423,8 @@ def check_instance(instance: dict) -> dict:
     """
     instance = as_instance(instance)
     target = instance["target"]
+    if target in EXTENSION_TARGETS:
+        return check_extension_instance(instance)
     kernel = np.asarray(instance["kernel"], dtype=np.float64)
     parents = np.asarray(instance["parents"], dtype=np.int64)
     init = None if instance.get("init") is None else np.asarray(instance["init"], dtype=np.float64)
@@ -439,6 +450,8 @@ def _check_thm3_instance(instance: dict, kernel, parents, h: int, init) -> dict:
     form = instance.get("form", "exact")
     if form not in ("exact", "approximate"):
         raise ValueError(f"instance['form'] must be 'exact' or 'approximate'; got {form!r}")
+    if kernel.shape[0] ** (h + 1) > MAX_SEQUENCES:
+        return _check_thm3_large(instance, kernel, parents, h, init, form)
     out = thm3_check_position(kernel, parents, h, init)
     margin = out[f"margin_{form}"]
     scale = max(1.0, float(np.abs(out[form]).max()))
@@ -451,3 +464,35 @@ def _check_thm3_instance(instance: dict, kernel, parents, h: int, init) -> dict:
             "margin_approximate": out["margin_approximate"], "exact": out["exact"].tolist(),
             "approximate": out["approximate"].tolist(), "verdict": "pass" if holds else "fail",
             "summary": f"E g(pa) − max other E g = {margin:.6g} at h={h} ({form} form){' (tie)' if tie else ''}"}
+
+
+def _check_thm3_large(instance: dict, kernel, parents, h: int, init, form: str) -> dict:
+    """Theorem 3 beyond enumeration (d^(h+1) > MAX_SEQUENCES), with the methods of ``check --kernel``: the J form in
+    closed form (any d); the exact π̄ form by Monte Carlo from ``instance["exact_samples"]`` chains (default
+    20 000) drawn from a generator seeded by ``instance["replay_seed"]`` (default 0), a violation or a hold only
+    when every margin clears MONTE_CARLO_Z standard errors, else "undecided"."""
+    parent = int(parents[h])
+    if form == "approximate":
+        gradient = j_form_gradients(kernel, parents, h, init)
+        status, margin = argmax_status(gradient, parent)
+        stderr, method, values = 0.0, "closed form (pairwise joints)", gradient
+    else:
+        n = check_positive_int(instance.get("exact_samples", MONTE_CARLO_SAMPLES[1]), "instance['exact_samples']",
+                               2)
+        seed = check_positive_int(instance.get("replay_seed", 0), "instance['replay_seed']", 0)
+        exact = exact_form_gradients(kernel, parents, h, init, n=n, rng=np.random.default_rng(seed))
+        worst = int(np.argmin(exact["margins"]))
+        margin, stderr = float(exact["margins"][worst]), float(exact["margins_stderr"][worst])
+        values = exact["gradient"]
+        lower = exact["margins"] - MONTE_CARLO_Z * exact["margins_stderr"]
+        upper = exact["margins"] + MONTE_CARLO_Z * exact["margins_stderr"]
+        status = "violation" if (upper < 0).any() else ("holds" if (lower > 0).all() else "undecided")
+        method = "enumeration" if exact["method"] == "enumeration" else \
+            f"Monte Carlo, {n} chains (seed {seed}), decided at {MONTE_CARLO_Z:g} standard errors"
+    verdict = {"violation": "fail", "undecided": "undecided"}.get(status, "pass")
+    error = f" ± {stderr:.2g} (s.e.)" if stderr else ""
+    return {"target": "thm3", "holds": verdict == "pass", "tie": status == "tie", "form": form, "h": h,
+            "parent": parent, "method": method, f"margin_{form}": margin, "margin_stderr": stderr,
+            form: np.asarray(values).tolist(), "verdict": verdict,
+            "summary": f"E g(pa) − max other E g = {margin:.6g}{error} at h={h} ({form} form, {method})"
+                       f"{' (tie)' if status == 'tie' else ''}{' (undecided)' if status == 'undecided' else ''}"}

@@ -208,6 +208,9 @@ BAD_INPUTS = {
                       ["--seed", "non-negative integer, got -1"]),
     "no trees": (["check", "--kernel", "{t}/K.npy", "--trees", "0"], ["--trees", ">= 1"]),
     "one position": (["check", "--kernel", "{t}/K.npy", "--H", "1"], ["--H", ">= 2"]),
+    "two positions": (["check", "--kernel", "{t}/K.npy", "--H", "2"], ["--H", ">= 3"]),
+    "parent list with a letter": (["check", "--kernel", "{t}/K.npy", "--parents", "-1,0,x"],
+                                  ["--parents", "'-1,0,x'"]),
     "no workers": (["report", "--jobs", "0", "--out", "{t}/out"], ["--jobs", ">= 1"]),
     "no training steps": (["train", "--preset", "fig2", "--steps", "0", "--out", "{t}/out"], ["--steps", ">= 1"]),
     "no search budget": (["search", "lemma3", "--budget", "0", "--out", "{t}/out"], ["--budget", ">= 1"]),
@@ -240,6 +243,16 @@ def test_bad_input_is_refused_in_one_line_naming_the_flag_or_file_and_nothing_is
     assert ".tmp-" not in err and ".probe-" not in err  # the user's path, never a temporary twin
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
     assert not (tmp_path / "out").exists()
+
+
+def test_a_parent_list_starting_with_minus_one_needs_no_equals_sign(tmp_path, capsys):
+    # Reference: the same tree given as --parents=-1,0,1 (argparse's own form) prints the same lines
+    _bad_inputs(tmp_path)
+    kernel = str(tmp_path / "K.npy")
+    assert cli.main(["check", "--kernel", kernel, "--parents", "-1,0,1", "--rows"]) == 0
+    spaced = capsys.readouterr().out
+    assert cli.main(["check", "--kernel", kernel, "--parents=-1,0,1", "--rows"]) == 0
+    assert spaced == capsys.readouterr().out and "[-1, 0, 1]" in spaced
 
 
 def test_search_has_no_cache_folder_to_point_at_proc(capsys):

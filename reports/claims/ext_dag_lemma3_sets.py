@@ -14,11 +14,10 @@ from bma_verify.numerics.dag_lemma3 import (RATIO_EDGES, dag_lemma3_sweep, plant
                                             violates)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
+from bma_verify.reports.replay import RATIO_ONE_ATOL  # a ratio this close to 1 reads "equal to 1"
 
 #: Random DAG instances of the sweep (every (h, S ≠ S_h), both μ₀).
 SIZES = {"quick": {"lemma3_instances": 300}, "full": {"lemma3_instances": 5000}}
-#: How far a ratio may sit from 1 and still read as "equal to 1" (rounding of sums of at most d**H terms).
-RATIO_ONE_ATOL = 1e-12
 #: Counterexamples to candidate α's found by ``dag_lemma3_sweep`` (provenance: docs/notes/ext-dag-lemma3-sets.md),
 #: re-checked on every report: a stored instance is only evidence when it still violates its candidate.
 STORED_LEMMA3 = [
@@ -83,6 +82,8 @@ def candidate_findings(ctx: CheckContext, sweep: dict, stored: list[dict]) -> tu
                            and (s["overlap"] > 0) == (relation == "overlapping")]
             if refuting is None and stored_hits:
                 refuting = stored_hits[0]
+            if refuting is not None:  # replayable: bma-verify check --instance (reports.replay)
+                refuting = {"target": "dag-lemma3", **refuting, "candidate": name}
             statement = f"{CANDIDATE_TEXT[name]}, for {relation} S"
             if refuting is not None:
                 findings.append(Finding(statement, "refuted", refuting,
@@ -101,7 +102,8 @@ def no_alpha_finding(planted: dict) -> Finding:
     """The planted overlap instance at ratio 1 refutes any α < 1 for every other k-set."""
     return Finding("some α < 1 bounds I(x_h; x_S)/I(x_h; x_T) for every other k-set S when π ≥ ε > 0",
                    "refuted" if abs(planted["ratio"] - 1.0) <= RATIO_ONE_ATOL else "open",
-                   planted["record"], "the planted overlap instance reaches ratio 1 "
+                   {"target": "dag-lemma3", **planted["record"], "candidate": "below_one"},
+                   "the planted overlap instance reaches ratio 1 "
                    f"(|ratio − 1| = {abs(planted['ratio'] - 1):.1e}, min π = {planted['min_pi']})")
 
 

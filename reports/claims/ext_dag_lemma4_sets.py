@@ -108,7 +108,7 @@ def _exact_findings(sweep: dict, flat: dict, flat_terms: dict) -> list[Finding]:
                 evidence=f"on {sweep['pairs']} (h, S) pairs, max error {sweep['pair_kl_error']:.1e}"),
         Finding("Δ > 0 for every other k-set S whenever π ≥ ε > 0 (strictness without a condition on π)",
                 "refuted" if abs(flat_terms["lhs"]) <= IDENTITY_ATOL else "open",
-                {"kernels": [t.tolist() for t in flat["kernels"]], "parent_sets": flat["parent_sets"].tolist(),
+                {"target": "dag-lemma4", "kernels": [t.tolist() for t in flat["kernels"]], "parent_sets": flat["parent_sets"].tolist(),
                  "init": None, "h": flat["h"], "S": list(flat["S"]), "T": list(flat["T"]),
                  "gap": flat_terms["lhs"]},
                 "π_2(c | a, b) = f(c | a) ignores the non-shared parent; S = {0, 2} shares T = {0, 1}'s first "
@@ -143,7 +143,7 @@ def ext_dag_lemma4_sets_exact(ctx: CheckContext) -> CheckOutcome:
                 f"that ignores the non-shared parent Δ = {flat_terms['lhs']:.1e} (not strict there); without the "
                 f"E KL term the identity is off by {planted:.3f} (control, rejected).",
         findings=_exact_findings(sweep, flat, flat_terms), control=control,
-        instance=sweep["min_gap_instance"] if verdict == "fail" else None,
+        instance={"target": "dag-lemma4", **sweep["min_gap_instance"]} if verdict == "fail" else None,
         # identity errors are float64 rounding (~1e-16): abs 1e-13; min_gap is a difference of exact sums (rel
         # 1e-6); the planted flat gap is rounding around 0 (abs 1e-13)
         tolerances={"max_identity_error": {"abs": 1e-13}, "min_gap": {"rel": 1e-6},

@@ -65,6 +65,7 @@ def form_findings(sweep: dict, stored: dict, form: str) -> tuple[list[Finding], 
         n_viol = counts.get(f"{kind}/violations/{form}", 0)
         statement = f"the true parent set has the largest {quantity} among the C(h, k) candidates, {kind} μ₀"
         if record is not None:
+            record = {"target": "dag-thm3", **record}  # replayable: bma-verify check --instance (reports.replay)
             findings.append(Finding(statement, "refuted", record,
                                     f"violated at {n_viol} of {counts.get(f'{kind}/positions', 0)} sweep positions; "
                                     f"smallest instance H = {record['H']}, d = {record['d']}, k = {record['k']}"))

@@ -74,7 +74,8 @@ def exact_records(ctx: CheckContext) -> list[dict]:
         ours, _ = sample_selective_induction(kernel, lags, sizes["sequences"], sizes["T"], rng=rng, task="per_lag")
         for x, y, kappa in zip(theirs, ours, kappas):
             records.append({"lags": list(lags), "d": d, "kappa": int(kappa), "kernel": kernel.tolist(),
-                            "sequence": x.tolist(), **sequence_errors(kernel, lags, x),
+                            "sequence": x.tolist(), "per_lag_sequence": y.tolist(),
+                            **sequence_errors(kernel, lags, x),
                             **per_lag_errors(kernel, lags, y)})
     return records
 
@@ -84,9 +85,17 @@ def decide_exact(max_error: float) -> str:
     return "pass" if max_error <= EXACT_ATOL else "fail"
 
 
+#: Each finding's error key in the records, and the statement name its instance replays under (reports.replay).
+REPLAY_STATEMENTS = {"dropped": "mu_terms_dropped", "whole": "every_window",
+                     "per_lag_dropped": "per_lag_mu_terms_dropped"}
+
+
 def _worst(records, key) -> dict:
+    """The record with the largest error ``key``, as an instance that ``bma-verify check --instance`` replays."""
     r = max(records, key=lambda r: r[key])
-    return {"kernel": r["kernel"], "lags": r["lags"], "sequence": r["sequence"], "error": r[key]}
+    sequence = r["per_lag_sequence"] if key.startswith("per_lag") else r["sequence"]
+    return {"target": "footnote1", "statement": REPLAY_STATEMENTS[key], "kernel": r["kernel"], "lags": r["lags"],
+            "sequence": sequence, "error": r[key]}
 
 
 def exact_findings(records) -> list[Finding]:
@@ -100,7 +109,8 @@ def exact_findings(records) -> list[Finding]:
                 "terms are the same for every lag and cancel"),
         Finding("on our per-lag variant (first κ tokens from μ; ours, not theirs), weights without the first κ tokens' "
                 "μ terms give its Bayes-optimal predictive", "refuted" if per_lag > EXACT_ATOL else "holds",
-                None, f"largest deviation {per_lag:.3f}: there the μ terms depend on κ"),
+                _worst(records, "per_lag_dropped") if per_lag > EXACT_ATOL else None,
+                f"largest deviation {per_lag:.3f}: there the μ terms depend on κ"),
         Finding("the construction fed every window of the sequence (pad before it, pad row μ: our per-lag mapping) "
                 "gives their Bayes-optimal predictive", "refuted" if whole > EXACT_ATOL else "holds",
                 _worst(records, "whole") if whole > EXACT_ATOL else None,

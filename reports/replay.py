@@ -1,0 +1,149 @@
+"""Replay of the refuted findings of our extensions with ``bma-verify check --instance FILE``: the k-parent DAG
+claims (``ext-dag-lemma3-sets``, ``ext-dag-lemma4-sets``, ``ext-dag-thm3-sets``) and footnote 1's mappings onto
+the selective-induction task. Every statement replayed here is ours, so a reproduced refutation exits 0.
+
+Instance formats (JSON; ``kernels[i]`` is the order-i kernel of the DAG, ``init`` null the stationary law)::
+
+    {"target": "dag-lemma3", "kernels": ..., "parent_sets": ..., "init": ..., "h": 3, "S": [0, 2],
+     "candidate": "dobrushin" | "doeblin" | ... | "below_one"}
+    {"target": "dag-lemma4", "kernels": ..., "parent_sets": ..., "init": ..., "h": 3, "S": [0, 2]}
+    {"target": "dag-thm3", "kernels": ..., "parent_sets": ..., "init": ..., "h": 3, "form": "approximate" | "exact"}
+    {"target": "footnote1", "kernel": ..., "lags": [1, 2], "sequence": [...],
+     "statement": "every_window" | "mu_terms_dropped" | "per_lag_mu_terms_dropped"}
+
+``candidate`` names an α of ``numerics.dag_lemma3.LEMMA3_SET_CANDIDATES``, or ``below_one`` for "some α < 1
+bounds the ratio" (refuted when the ratio is 1 on a kernel with π > 0). Each replay recomputes the quantity from
+the kernels alone; other keys of the record (ratio, margin, gap, error, ...) are informative and ignored.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bma_verify.numerics.dag import check_dag_kernels
+from bma_verify.numerics.dag_gradient import GRADIENT_FORMS, TIE_ATOL, dag_thm3_check_position
+from bma_verify.numerics.dag_lemma3 import LEMMA3_SET_CANDIDATES, dag_lemma3_sets, kernel_constants, violates
+from bma_verify.numerics.dag_lemma4 import dag_lemma4_terms
+from bma_verify.numerics.selective_induction import bayes_predictive, construction_predictive
+
+EXTENSION_TARGETS = ("dag-lemma3", "dag-lemma4", "dag-thm3", "footnote1")
+#: A ratio this close to 1 reads "equal to 1" (rounding of sums of at most d**H terms; as ext-dag-lemma3-sets).
+RATIO_ONE_ATOL = 1e-12
+#: A gap or predictive error this close to 0 reads "zero" (float64 rounding; as ext-dag-lemma4-sets, footnote1).
+ZERO_ATOL = 1e-10
+FOOTNOTE1_STATEMENTS = {
+    "every_window": "the construction fed every window (our per-lag mapping) gives their Bayes-optimal predictive",
+    "mu_terms_dropped": "on their task, lag weights without the first k̂ tokens' μ terms are Bayes-optimal",
+    "per_lag_mu_terms_dropped": "on our per-lag variant, lag weights without the first κ tokens' μ terms are "
+                                "Bayes-optimal",
+}
+_FIELDS = {"dag-lemma3": ("kernels", "parent_sets", "h", "S", "candidate"),
+           "dag-lemma4": ("kernels", "parent_sets", "h", "S"),
+           "dag-thm3": ("kernels", "parent_sets", "h", "form"),
+           "footnote1": ("kernel", "lags", "sequence", "statement")}
+
+
+def check_extension_fields(instance: dict) -> None:
+    """Every field the target needs is present (ValueError naming the first missing one)."""
+    for key in _FIELDS[instance["target"]]:
+        if key not in instance:
+            raise ValueError(f"instance must have a {key!r} field for target {instance['target']!r} (the format: "
+                             "README, 'Replaying an instance')")
+
+
+def check_extension_instance(instance: dict) -> dict:
+    """Re-check one instance of an extension target; the result has the keys of ``search.check_instance``
+    (``target``, ``holds``, ``verdict``, ``summary``) and the recomputed numbers."""
+    check_extension_fields(instance)
+    target = instance["target"]
+    if target == "footnote1":
+        return _footnote1(instance)
+    kernels = check_dag_kernels(instance["kernels"])
+    parent_sets = np.asarray(instance["parent_sets"], dtype=np.int64)
+    init = None if instance.get("init") is None else np.asarray(instance["init"], dtype=np.float64)
+    h = int(instance["h"])
+    if target == "dag-thm3":
+        return _dag_thm3(instance, kernels, parent_sets, h, init)
+    S = tuple(int(s) for s in instance["S"])
+    if target == "dag-lemma4":
+        return _dag_lemma4(kernels, parent_sets, h, S, init)
+    return _dag_lemma3(instance, kernels, parent_sets, h, S, init)
+
+
+def _result(target: str, holds: bool, summary: str, **numbers) -> dict:
+    return {"target": target, "holds": bool(holds), "verdict": "pass" if holds else "fail", "summary": summary,
+            **numbers}
+
+
+def _dag_lemma3(instance, kernels, parent_sets, h, S, init) -> dict:
+    candidate = instance["candidate"]
+    if candidate != "below_one" and candidate not in LEMMA3_SET_CANDIDATES:
+        raise ValueError(f"instance['candidate'] must be 'below_one' or one of "
+                         f"{', '.join(LEMMA3_SET_CANDIDATES)}; got {candidate!r}")
+    out = dag_lemma3_sets(kernels, parent_sets, init)
+    pair = [i for i in range(out["h"].size) if out["h"][i] == h and out["S"][i] == S]
+    if not pair:
+        raise ValueError(f"instance (h, S) = ({h}, {list(S)}) is not a candidate pair of this DAG (S must be a "
+                         "k-set of earlier positions other than the true set)")
+    p = pair[0]
+    min_pi = float(min(t.min() for t in kernels))
+    if candidate == "below_one":
+        ratio = float(out["ratio"][p])
+        holds = not (abs(ratio - 1.0) <= RATIO_ONE_ATOL and min_pi > 0)
+        return _result("dag-lemma3", holds, f"I(x_h; x_S)/I(x_h; x_T) = {ratio:.6g} at h={h}, S={list(S)}, "
+                       f"T={list(out['T'][p])}, min π = {min_pi:.3g} (some α < 1 needs a ratio < 1)",
+                       candidate=candidate, value=ratio, alpha=1.0, min_pi=min_pi, h=h, S=list(S),
+                       T=list(out["T"][p]))
+    bound, alpha_name = LEMMA3_SET_CANDIDATES[candidate]
+    value = float(out[bound][p])
+    alpha = float(kernel_constants(kernels)["alphas"][alpha_name])
+    holds = not violates(value, alpha, float(out["mi_true"][p]))
+    what = "I(x_h; x_S)/I(x_h; x_T)" if bound == "ratio" else "(I_S − I_∩)/(I_T − I_∩)"
+    return _result("dag-lemma3", holds, f"{what} = {value:.6g} {'≤' if holds else '>'} α = {alpha:.6g} "
+                   f"({candidate}) at h={h}, S={list(S)}, T={list(out['T'][p])}", candidate=candidate,
+                   value=value, alpha=alpha, min_pi=min_pi, h=h, S=list(S), T=list(out["T"][p]))
+
+
+def _dag_lemma4(kernels, parent_sets, h, S, init) -> dict:
+    terms = dag_lemma4_terms(kernels, parent_sets, h, S, init)
+    min_pi = float(min(t.min() for t in kernels))
+    gap = float(terms["lhs"])
+    holds = gap > ZERO_ATOL or min_pi <= 0  # the statement: Δ > 0 whenever π ≥ ε > 0
+    return _result("dag-lemma4", holds, f"Δ = E log π(x_h|x_T) − E log π(x_h|x_S) = {gap:.3g} nats at h={h}, "
+                   f"S={list(S)}, T={list(terms['T'])}, min π = {min_pi:.3g} (strictness needs Δ > {ZERO_ATOL:g})",
+                   gap=gap, min_pi=min_pi, h=h, S=list(S), T=list(terms["T"]))
+
+
+def _dag_thm3(instance, kernels, parent_sets, h, init) -> dict:
+    form = instance["form"]
+    if form not in GRADIENT_FORMS:
+        raise ValueError(f"instance['form'] must be one of {', '.join(GRADIENT_FORMS)}; got {form!r}")
+    out = dag_thm3_check_position(kernels, parent_sets, h, init)
+    margin = out[f"margin_{form}"]
+    tie = TIE_ATOL * max(1.0, float(np.abs(out[form]).max()))
+    holds = margin >= -tie
+    return _result("dag-thm3", holds, f"entry of the true set − largest other = {margin:.6g} at h={h} ({form} "
+                   f"form; tie within {tie:.0e}); true set {list(out['T'])}, largest {list(out[f'argmax_{form}'])}",
+                   form=form, margin=float(margin), h=h, T=list(out["T"]), argmax=list(out[f"argmax_{form}"]),
+                   values=np.asarray(out[form]).tolist())
+
+
+def _footnote1(instance) -> dict:
+    statement = instance["statement"]
+    if statement not in FOOTNOTE1_STATEMENTS:
+        raise ValueError(f"instance['statement'] must be one of {', '.join(FOOTNOTE1_STATEMENTS)}; "
+                         f"got {statement!r}")
+    kernel, lags, x = instance["kernel"], instance["lags"], instance["sequence"]
+    if statement == "every_window":
+        reading = construction_predictive(kernel, lags, x, task="per_lag")["predictive"]
+        exact = bayes_predictive(kernel, lags, x)["predictive"]
+    elif statement == "mu_terms_dropped":
+        reading = bayes_predictive(kernel, lags, x, drop_first_tokens=True)["predictive"]
+        exact = bayes_predictive(kernel, lags, x)["predictive"]
+    else:
+        reading = bayes_predictive(kernel, lags, x, task="per_lag", drop_first_tokens=True)["predictive"]
+        exact = bayes_predictive(kernel, lags, x, task="per_lag")["predictive"]
+    error = float(np.abs(np.asarray(reading) - np.asarray(exact)).max())
+    holds = error <= ZERO_ATOL
+    return _result("footnote1", holds, f"{FOOTNOTE1_STATEMENTS[statement]}: largest deviation {error:.3g} "
+                   f"(probability) over {len(x) + 1} positions (exact within {ZERO_ATOL:g})",
+                   statement=statement, error=error)
