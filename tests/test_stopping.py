@@ -75,11 +75,18 @@ def _ignores_sigint(pid: int) -> bool:
     return bool(_signal_mask(pid, "SigIgn") >> (signal.SIGINT - 1) & 1)
 
 
+def _as_from_a_terminal() -> None:
+    """The child's Ctrl-C as a terminal's foreground job has it. A suite started as a background job (``make test
+    &``) inherits SIGINT ignored, and the command rightly keeps an ignored SIGINT ignored (as ``nohup`` expects)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(args: list[str], tmp_path: Path) -> subprocess.Popen:
     env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     return subprocess.Popen([sys.executable, "-m", "bma_verify.reports.cli", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_as_from_a_terminal)
 
 
 def _wait_for(condition, proc: subprocess.Popen, timeout: float = 90.0) -> None:
@@ -187,7 +194,7 @@ def test_ctrl_c_stops_the_sweep_workers_of_joblib_and_dask(backend, tmp_path):
         pytest.importorskip("dask.distributed")
     (tmp_path / "tmp").mkdir()
     proc = subprocess.Popen([sys.executable, "-c", SWEEP, backend], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_as_from_a_terminal,
                             env=dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path / "tmp")))
     workers = lambda: [p for p in _children_of(proc.pid) if "resource_tracker" not in _cmdline(p)]  # noqa: E731
     # under way: two workers that leave Ctrl-C to the command (loky's from their start, Dask's from their preload),
