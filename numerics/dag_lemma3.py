@@ -227,8 +227,12 @@ def violates(value: float, alpha: float, mi_true: float) -> bool:
 
 
 def _pair_index(out: dict, h: int, S) -> int:
-    """Index of the pair (h, S) in the lists of :func:`dag_lemma3_sets`."""
-    return next(i for i in range(out["h"].size) if out["h"][i] == h and out["S"][i] == tuple(S))
+    """Index of the pair (h, S) in the lists of :func:`dag_lemma3_sets` (ValueError when it is not one)."""
+    index = next((i for i in range(out["h"].size) if out["h"][i] == h and out["S"][i] == tuple(S)), None)
+    if index is None:
+        raise ValueError(f"(h, S) = ({h}, {list(S)}) is not a candidate pair of this DAG (S must be a k-set of "
+                         "earlier positions other than the true set)")
+    return index
 
 
 def planted_overlap_ratio(eps: float = 0.05) -> dict:

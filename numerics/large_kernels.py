@@ -252,6 +252,15 @@ def exact_form_gradients(kernel, parents, h: int, init=None, *, n: int = 20_000,
             "margins": margins.estimate, "margins_stderr": margins.stderr, "n": n}
 
 
+def monte_carlo_status(margins, stderr, z: float = MONTE_CARLO_Z) -> str:
+    """The decision of margins estimated by Monte Carlo: "violation" when some margin lies below 0 by more than z
+    standard errors, "holds" when every one lies above 0 by more than that, else "undecided"."""
+    margins, stderr = np.asarray(margins, dtype=np.float64), np.asarray(stderr, dtype=np.float64)
+    if (margins + z * stderr < 0).any():
+        return "violation"
+    return "holds" if (margins - z * stderr > 0).all() else "undecided"
+
+
 def monte_carlo_samples(d: int, positions) -> int:
     """Samples per position for the exact π̄ form beyond enumeration: :data:`MONTE_CARLO_BUDGET` shared over the
     positions h (h candidates each) with d^(h+1) > MAX_SEQUENCES, within :data:`MONTE_CARLO_SAMPLES`."""

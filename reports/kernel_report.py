@@ -40,7 +40,8 @@ from bma_verify.numerics.enumeration import MAX_SEQUENCES
 from bma_verify.numerics.init_gradient_sweep import argmax_status
 from bma_verify.numerics.large_kernels import (MAX_BYTES, MAX_OPERATIONS, MONTE_CARLO_Z, check_cost,
                                                dobrushin_coefficient_blocked, exact_form_gradients,
-                                               j_form_gradients, kernel_powers, monte_carlo_samples, tree_pair_table)
+                                               j_form_gradients, kernel_powers, monte_carlo_samples,
+                                               monte_carlo_status, tree_pair_table)
 from bma_verify.reports.core import jsonable
 from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.search import replayable_kernel_findings
@@ -116,10 +117,7 @@ def _exact_decision(exact: dict, parent: int) -> dict:
         status, margin = argmax_status(exact["gradient"], parent)
         return {"exact_form": status, "exact_margin": margin, "exact_margin_stderr": 0.0}
     worst = int(np.argmin(exact["margins"]))
-    lower = exact["margins"] - MONTE_CARLO_Z * exact["margins_stderr"]
-    upper = exact["margins"] + MONTE_CARLO_Z * exact["margins_stderr"]
-    status = "violation" if (upper < 0).any() else ("holds" if (lower > 0).all() else "undecided")
-    return {"exact_form": status, "exact_margin": float(exact["margins"][worst]),
+    return {"exact_form": monte_carlo_status(exact["margins"], exact["margins_stderr"]), "exact_margin": float(exact["margins"][worst]),
             "exact_margin_stderr": float(exact["margins_stderr"][worst]), "exact_samples": exact["n"]}
 
 

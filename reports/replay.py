@@ -21,21 +21,17 @@ import numpy as np
 
 from bma_verify.numerics.dag import check_dag_kernels
 from bma_verify.numerics.dag_gradient import GRADIENT_FORMS, TIE_ATOL, dag_thm3_check_position
-from bma_verify.numerics.dag_lemma3 import LEMMA3_SET_CANDIDATES, dag_lemma3_sets, kernel_constants, violates
+from bma_verify.numerics.dag_lemma3 import LEMMA3_SET_CANDIDATES, _pair_index, dag_lemma3_sets, recheck_stored_lemma3
 from bma_verify.numerics.dag_lemma4 import dag_lemma4_terms
-from bma_verify.numerics.selective_induction import bayes_predictive, construction_predictive
+from bma_verify.reports.checks.dag_common import IDENTITY_ATOL
+from bma_verify.reports.claims.footnote1_selective_induction import (EXACT_ATOL, REPLAY_STATEMENTS, per_lag_errors,
+                                                                     sequence_errors)
 
 EXTENSION_TARGETS = ("dag-lemma3", "dag-lemma4", "dag-thm3", "footnote1")
-#: A ratio this close to 1 reads "equal to 1" (rounding of sums of at most d**H terms; as ext-dag-lemma3-sets).
+#: A ratio this close to 1 reads "equal to 1" (rounding of sums of at most d**H terms; ext-dag-lemma3-sets too).
 RATIO_ONE_ATOL = 1e-12
-#: A gap or predictive error this close to 0 reads "zero" (float64 rounding; as ext-dag-lemma4-sets, footnote1).
-ZERO_ATOL = 1e-10
-FOOTNOTE1_STATEMENTS = {
-    "every_window": "the construction fed every window (our per-lag mapping) gives their Bayes-optimal predictive",
-    "mu_terms_dropped": "on their task, lag weights without the first k̂ tokens' μ terms are Bayes-optimal",
-    "per_lag_mu_terms_dropped": "on our per-lag variant, lag weights without the first κ tokens' μ terms are "
-                                "Bayes-optimal",
-}
+#: footnote 1's statements: name -> the error key of the claim's records (the claim computes them; so does this).
+FOOTNOTE1_ERRORS = {statement: key for key, statement in REPLAY_STATEMENTS.items()}
 _FIELDS = {"dag-lemma3": ("kernels", "parent_sets", "h", "S", "candidate"),
            "dag-lemma4": ("kernels", "parent_sets", "h", "S"),
            "dag-thm3": ("kernels", "parent_sets", "h", "form"),
@@ -79,37 +75,32 @@ def _dag_lemma3(instance, kernels, parent_sets, h, S, init) -> dict:
     if candidate != "below_one" and candidate not in LEMMA3_SET_CANDIDATES:
         raise ValueError(f"instance['candidate'] must be 'below_one' or one of "
                          f"{', '.join(LEMMA3_SET_CANDIDATES)}; got {candidate!r}")
-    out = dag_lemma3_sets(kernels, parent_sets, init)
-    pair = [i for i in range(out["h"].size) if out["h"][i] == h and out["S"][i] == S]
-    if not pair:
-        raise ValueError(f"instance (h, S) = ({h}, {list(S)}) is not a candidate pair of this DAG (S must be a "
-                         "k-set of earlier positions other than the true set)")
-    p = pair[0]
     min_pi = float(min(t.min() for t in kernels))
     if candidate == "below_one":
-        ratio = float(out["ratio"][p])
-        holds = not (abs(ratio - 1.0) <= RATIO_ONE_ATOL and min_pi > 0)
-        return _result("dag-lemma3", holds, f"I(x_h; x_S)/I(x_h; x_T) = {ratio:.6g} at h={h}, S={list(S)}, "
-                       f"T={list(out['T'][p])}, min π = {min_pi:.3g} (some α < 1 needs a ratio < 1)",
-                       candidate=candidate, value=ratio, alpha=1.0, min_pi=min_pi, h=h, S=list(S),
-                       T=list(out["T"][p]))
-    bound, alpha_name = LEMMA3_SET_CANDIDATES[candidate]
-    value = float(out[bound][p])
-    alpha = float(kernel_constants(kernels)["alphas"][alpha_name])
-    holds = not violates(value, alpha, float(out["mi_true"][p]))
-    what = "I(x_h; x_S)/I(x_h; x_T)" if bound == "ratio" else "(I_S − I_∩)/(I_T − I_∩)"
-    return _result("dag-lemma3", holds, f"{what} = {value:.6g} {'≤' if holds else '>'} α = {alpha:.6g} "
-                   f"({candidate}) at h={h}, S={list(S)}, T={list(out['T'][p])}", candidate=candidate,
-                   value=value, alpha=alpha, min_pi=min_pi, h=h, S=list(S), T=list(out["T"][p]))
+        out = dag_lemma3_sets(kernels, parent_sets, init)
+        p = _pair_index(out, h, S)
+        value, alpha, T = float(out["ratio"][p]), 1.0, list(out["T"][p])
+        holds = not (abs(value - 1.0) <= RATIO_ONE_ATOL and min_pi > 0)
+        what = "I(x_h; x_S)/I(x_h; x_T) (some α < 1 needs a ratio < 1)"
+    else:  # the claim's own re-check of a stored counterexample
+        record = recheck_stored_lemma3([{"candidate": candidate, "h": h, "S": list(S), "kernels": kernels,
+                                         "parent_sets": parent_sets, "init": init}])[0]
+        value, alpha, holds, T = record["value"], record["alpha"], not record["violates"], None
+        what = "I(x_h; x_S)/I(x_h; x_T)" if LEMMA3_SET_CANDIDATES[candidate][0] == "ratio" else \
+            "(I_S − I_∩)/(I_T − I_∩)"
+        what += f" {'≤' if holds else '>'} α = {alpha:.6g} ({candidate})"
+    return _result("dag-lemma3", holds, f"{what}: {value:.6g} at h={h}, S={list(S)}, min π = {min_pi:.3g}",
+                   candidate=candidate, value=value, alpha=alpha, min_pi=min_pi, h=h, S=list(S),
+                   **({"T": T} if T is not None else {}))
 
 
 def _dag_lemma4(kernels, parent_sets, h, S, init) -> dict:
     terms = dag_lemma4_terms(kernels, parent_sets, h, S, init)
     min_pi = float(min(t.min() for t in kernels))
     gap = float(terms["lhs"])
-    holds = gap > ZERO_ATOL or min_pi <= 0  # the statement: Δ > 0 whenever π ≥ ε > 0
+    holds = gap > IDENTITY_ATOL or min_pi <= 0  # the statement: Δ > 0 whenever π ≥ ε > 0
     return _result("dag-lemma4", holds, f"Δ = E log π(x_h|x_T) − E log π(x_h|x_S) = {gap:.3g} nats at h={h}, "
-                   f"S={list(S)}, T={list(terms['T'])}, min π = {min_pi:.3g} (strictness needs Δ > {ZERO_ATOL:g})",
+                   f"S={list(S)}, T={list(terms['T'])}, min π = {min_pi:.3g} (strictness needs Δ > {IDENTITY_ATOL:g})",
                    gap=gap, min_pi=min_pi, h=h, S=list(S), T=list(terms["T"]))
 
 
@@ -129,21 +120,12 @@ def _dag_thm3(instance, kernels, parent_sets, h, init) -> dict:
 
 def _footnote1(instance) -> dict:
     statement = instance["statement"]
-    if statement not in FOOTNOTE1_STATEMENTS:
-        raise ValueError(f"instance['statement'] must be one of {', '.join(FOOTNOTE1_STATEMENTS)}; "
-                         f"got {statement!r}")
-    kernel, lags, x = instance["kernel"], instance["lags"], instance["sequence"]
-    if statement == "every_window":
-        reading = construction_predictive(kernel, lags, x, task="per_lag")["predictive"]
-        exact = bayes_predictive(kernel, lags, x)["predictive"]
-    elif statement == "mu_terms_dropped":
-        reading = bayes_predictive(kernel, lags, x, drop_first_tokens=True)["predictive"]
-        exact = bayes_predictive(kernel, lags, x)["predictive"]
-    else:
-        reading = bayes_predictive(kernel, lags, x, task="per_lag", drop_first_tokens=True)["predictive"]
-        exact = bayes_predictive(kernel, lags, x, task="per_lag")["predictive"]
-    error = float(np.abs(np.asarray(reading) - np.asarray(exact)).max())
-    holds = error <= ZERO_ATOL
-    return _result("footnote1", holds, f"{FOOTNOTE1_STATEMENTS[statement]}: largest deviation {error:.3g} "
-                   f"(probability) over {len(x) + 1} positions (exact within {ZERO_ATOL:g})",
-                   statement=statement, error=error)
+    if statement not in FOOTNOTE1_ERRORS:
+        raise ValueError(f"instance['statement'] must be one of {', '.join(FOOTNOTE1_ERRORS)}; got {statement!r}")
+    key = FOOTNOTE1_ERRORS[statement]
+    errors = per_lag_errors if key.startswith("per_lag") else sequence_errors
+    error = float(errors(instance["kernel"], instance["lags"], instance["sequence"])[key])
+    holds = error <= EXACT_ATOL
+    return _result("footnote1", holds, f"{statement}: largest deviation {error:.3g} (probability) from the "
+                   f"Bayes-optimal predictive over {len(instance['sequence']) + 1} positions (exact within "
+                   f"{EXACT_ATOL:g})", statement=statement, error=error)

@@ -33,7 +33,7 @@ from bma_verify.numerics._validate import check_positive_int
 from bma_verify.numerics.enumeration import MAX_SEQUENCES
 from bma_verify.numerics.init_gradient_sweep import argmax_status, thm3_check_position
 from bma_verify.numerics.large_kernels import (MONTE_CARLO_SAMPLES, MONTE_CARLO_Z, exact_form_gradients,
-                                               j_form_gradients)
+                                               j_form_gradients, monte_carlo_status)
 from bma_verify.reports.replay import EXTENSION_TARGETS, check_extension_fields, check_extension_instance
 
 TARGETS = ("lemma3", "thm3")
@@ -484,9 +484,7 @@ def _check_thm3_large(instance: dict, kernel, parents, h: int, init, form: str) 
         worst = int(np.argmin(exact["margins"]))
         margin, stderr = float(exact["margins"][worst]), float(exact["margins_stderr"][worst])
         values = exact["gradient"]
-        lower = exact["margins"] - MONTE_CARLO_Z * exact["margins_stderr"]
-        upper = exact["margins"] + MONTE_CARLO_Z * exact["margins_stderr"]
-        status = "violation" if (upper < 0).any() else ("holds" if (lower > 0).all() else "undecided")
+        status = monte_carlo_status(exact["margins"], exact["margins_stderr"])
         method = "enumeration" if exact["method"] == "enumeration" else \
             f"Monte Carlo, {n} chains (seed {seed}), decided at {MONTE_CARLO_Z:g} standard errors"
     verdict = {"violation": "fail", "undecided": "undecided"}.get(status, "pass")
