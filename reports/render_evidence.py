@@ -126,6 +126,8 @@ def power_table(points: list[dict]) -> tuple[list[str], list[list[str]]]:
 def seeds_line(seeds: dict) -> str:
     """'3 seeds (training seeds 0, 1, 2): 2 meet, 1 miss, 0 undecided, 0 not converged — <count rule>'."""
     c = seeds["counts"]
+    if not seeds["n"]:
+        return f"none trained at this tier ({seeds.get('why', '')}); the decision would need: {seeds['count_rule']}"
     return (f"{seeds['n']} seeds (training seeds {', '.join(map(str, seeds['training_seeds']))}): {c['meet']} meet, "
             f"{c['miss']} miss, {c['undecided']} undecided, {c['not_converged']} not converged — "
             f"{seeds['count_rule']}")

@@ -120,3 +120,33 @@ def test_seeds_record_median_and_range():
     assert record["metrics"]["gap"] == {"median": 0.2, "min": 0.1, "max": 0.3, "values": [0.3, 0.1, 0.2]}
     assert record["counts"] == {"meet": 1, "miss": 1, "undecided": 1, "not_converged": 0}
     assert record["training_seeds"] == [3, 1, 2] and "3 of 3" in record["count_rule"]
+
+
+def test_a_tier_that_trains_nothing_records_no_seed_and_no_plateau_and_cannot_pass(tmp_path):
+    # Reference: the count rule for the quick tier's 3 seeds (count_rule_text) and settle(): a check that trained
+    # nothing records zero seeds, no converged run, and stays inconclusive even if it were handed a "pass".
+    from bma_verify.reports.core import CheckOutcome, Control, settle
+    from bma_verify.reports.render_evidence import seeds_line
+    ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path)
+    record = trained.untrained_record(ctx, "quick tier cannot decide: too slow")
+    assert record["seeds"]["n"] == 0 and record["seeds"]["decided"] is False
+    assert record["seeds"]["count_rule"] == trained.count_rule_text(3)
+    assert record["converged"]["plateaued"] is False and record["converged"]["converged_seeds"] == 0
+    control = Control("a near miss", {}, rejected=True)
+    assert settle(CheckOutcome(verdict="pass", measured={}, control=control, **record)) == ("inconclusive", "not converged")
+    assert seeds_line(record["seeds"]).startswith("none trained at this tier (quick tier cannot decide: too slow)")
+
+
+def test_every_check_of_the_reference_that_cannot_decide_says_it_trained_nothing():
+    # Reference: reports/reference/results.json (the quick tier): each "cannot decide" trained check records zero
+    # training seeds and no converged run, and reads inconclusive.
+    import json
+    from pathlib import Path
+    results = json.loads((Path(__file__).resolve().parents[1] / "reports/reference/results.json").read_text())
+    undecided = [(c["id"], k) for c in results["claims"] for k in c["checks"]
+                 if k["kind"] == "model" and "cannot decide" in (k.get("reason") or "")]
+    assert len(undecided) >= 5
+    for claim, check in undecided:
+        assert check["verdict"] == "inconclusive", claim
+        assert check["seeds"]["n"] == 0 and check["seeds"]["decided"] is False, claim
+        assert check["converged"]["plateaued"] is False, claim

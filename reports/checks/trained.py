@@ -243,6 +243,16 @@ def seeds_record(seeds: list[int], statuses: list[str], tests: list[dict], metri
             "counts": seed_counts(statuses, tests), "count_rule": count_rule_text(len(seeds)), "metrics": per_metric}
 
 
+def untrained_record(ctx: CheckContext, reason: str) -> dict:
+    """``seeds`` and ``converged`` of a trained check at a tier that trains nothing for it: no seed and no plateau
+    test, with the count rule it would need and why, so results.json says that nothing was decided."""
+    n = SEEDS_PER_TIER[ctx.tier]
+    return {"seeds": {"n": 0, "training_seeds": [], "statuses": [], "counts": seed_counts([], []),
+                      "count_rule": count_rule_text(n), "metrics": {}, "decided": False, "why": reason},
+            "converged": {"plateaued": False, "rule": PLATEAU_RULE, "converged_seeds": 0, "seeds": [],
+                          "why": "no run was trained at this tier"}}
+
+
 def seeds_text(record: dict) -> str:
     """'3 seeds: 3 meet, 0 miss, 0 undecided, 0 not converged; L_pa gap median +0.012 (+0.009 to +0.015)'."""
     c = record["counts"]

@@ -17,7 +17,7 @@ from bma_verify.model import analysis, figures
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.reports.checks.trained import (THRESHOLDS as SHARED_THRESHOLDS, combine_sides, count_rule_text,
                                                count_verdict, draw_figure, rule_text, run_assumptions,
-                                               run_convergence, seeded_runs, seeds_record, seeds_text,
+                                               run_convergence, seeded_runs, seeds_record, seeds_text, untrained_record,
                                                threshold_side, training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control
@@ -146,6 +146,7 @@ def _quick_outcome(ctx: CheckContext) -> CheckOutcome:
     """The quick tier: no training, inconclusive with the reason."""
     return CheckOutcome(verdict="inconclusive", measured={}, threshold=_threshold(ctx, None),
                         summary=f"Not trained at the quick tier: {QUICK_REASON}.", reason=QUICK_REASON,
+                        **untrained_record(ctx, QUICK_REASON),
                         assumptions=["fig6 decided at the full tier only (d = 20, H = 50, L = 3, 5 training seeds)"])
 
 

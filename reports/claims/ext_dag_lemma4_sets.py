@@ -108,7 +108,8 @@ def _exact_findings(sweep: dict, flat: dict, flat_terms: dict) -> list[Finding]:
                 evidence=f"on {sweep['pairs']} (h, S) pairs, max error {sweep['pair_kl_error']:.1e}"),
         Finding("Δ > 0 for every other k-set S whenever π ≥ ε > 0 (strictness without a condition on π)",
                 "refuted" if abs(flat_terms["lhs"]) <= IDENTITY_ATOL else "open",
-                {"target": "dag-lemma4", "kernels": [t.tolist() for t in flat["kernels"]], "parent_sets": flat["parent_sets"].tolist(),
+                {"target": "dag-lemma4", "kernels": [t.tolist() for t in flat["kernels"]],
+                 "parent_sets": flat["parent_sets"].tolist(),
                  "init": None, "h": flat["h"], "S": list(flat["S"]), "T": list(flat["T"]),
                  "gap": flat_terms["lhs"]},
                 "π_2(c | a, b) = f(c | a) ignores the non-shared parent; S = {0, 2} shares T = {0, 1}'s first "

@@ -16,7 +16,8 @@ from dataclasses import asdict
 
 from bma_verify.model.dag_training import (DagTrainConfig, eval_task, run_kernels, train_dag,
                                            truncated_bma_evaluation)
-from bma_verify.reports.checks.trained import count_verdict, power_text, seeds_record, seeds_text, training_seeds
+from bma_verify.reports.checks.trained import (count_verdict, power_text, seeds_record, seeds_text, training_seeds,
+                                               untrained_record)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table
 
@@ -185,7 +186,7 @@ def _untrained(ctx: CheckContext) -> CheckOutcome:
               f"{', '.join(TRAINS)} tier trains its seeds and decides")
     return CheckOutcome(
         verdict="inconclusive", reason=reason, measured={"control": control.measured}, control=control,
-        threshold={"lpa_tol": LPA_TOL, "query_tol": QUERY_TOL, "z": 3.0},
+        **untrained_record(ctx, reason), threshold={"lpa_tol": LPA_TOL, "query_tol": QUERY_TOL, "z": 3.0},
         summary=(f"{reason}. Control ({control.description}: L_pa gap upper bound "
                  f"{control.measured['lpa_gap_upper']:.3f}) {'rejected' if control.rejected else 'NOT rejected'}; "
                  f"{power_text(control.power)}"))

@@ -15,7 +15,7 @@ import numpy as np
 from bma_verify.model.attention_only import (AttentionOnlyConfig, held_out, kl_from_bayes, run_kernel,
                                              train_attention_only)
 from bma_verify.model.convergence import runs_plateau
-from bma_verify.reports.checks.trained import count_verdict, seeds_record, seeds_text, training_seeds
+from bma_verify.reports.checks.trained import count_verdict, seeds_record, seeds_text, training_seeds, untrained_record
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
 
@@ -135,7 +135,7 @@ def _seeds_decision(runs: dict, per_depth: dict) -> tuple[str, str, dict, dict]:
     return verdict, reason, converged, record
 
 
-def _summary(per_depth: dict, control: Control, record: dict | None) -> str:
+def _summary(per_depth: dict, control: Control, record: dict) -> str:
     scale = (f"|S| = {SCALE['d']}, K = {list(SCALE['lags'])}, T = {SCALE['T']}, batch {SCALE['batch_size']}, "
              f"Adam lr {SCALE['lr']}, d_model {SCALE['d_model']}, d_QK {SCALE['d_qk']}, {SCALE['n_heads']} head per "
              f"layer, {SCALE['steps']} steps")
@@ -143,7 +143,7 @@ def _summary(per_depth: dict, control: Control, record: dict | None) -> str:
     power = f"the 'solves' rule rejects w · Bayes + (1 − w) · uniform-lag at w = {', '.join(rejected) or 'none'}"
     control_text = (f"Control (uniform-lag predictor) KL from the Bayes predictive {control.measured['kl']:.3f} "
                     f"nats; {power}.")
-    if record is None:
+    if not record["n"]:
         return (f"Quick tier: no training (the full tier trains depth 2 and 3 on its training seeds at {scale}). "
                 + control_text)
     parts = [f"depth {d}: KL from the Bayes predictive median {per_depth[f'depth_{d}']['median_kl']:.4f} (range "
@@ -164,8 +164,9 @@ def depth_reproduction(ctx: CheckContext) -> CheckOutcome:
     trains = ctx.tier in TRAINS
     runs = depth_runs(ctx) if trains else {depth: [] for depth in DEPTHS}
     per_depth = _per_depth(runs)
-    verdict, reason, converged, record = "inconclusive", (
-        f"quick tier cannot decide: the {', '.join(TRAINS)} tier trains both depths on its training seeds"), None, None
+    reason = f"{ctx.tier} tier cannot decide: the {', '.join(TRAINS)} tier trains both depths on its training seeds"
+    untrained = untrained_record(ctx, reason)
+    verdict, converged, record = "inconclusive", untrained["converged"], untrained["seeds"]
     if trains:
         verdict, reason, converged, record = _seeds_decision(runs, per_depth)
     rows = [[d, r["seed"], f"{r['kl']:.4f} ± {r['kl_se']:.4f}", f"{r['uniform_lag_kl']:.4f}", r["beats_control"],

@@ -20,7 +20,8 @@ from bma_verify.numerics.task import random_kernel
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.selective_training import (SelectiveTrainConfig, eval_batch, run_kernel, train_selective,
                                                  truncated_bayes_evaluation)
-from bma_verify.reports.checks.trained import count_verdict, power_text, seeds_record, seeds_text, training_seeds
+from bma_verify.reports.checks.trained import (count_verdict, power_text, seeds_record, seeds_text, training_seeds,
+                                               untrained_record)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
 
@@ -288,7 +289,7 @@ def _untrained(ctx: CheckContext) -> CheckOutcome:
               "tier trains its seeds and decides")
     return CheckOutcome(
         verdict="inconclusive", reason=reason, measured={"control": control.measured}, control=control,
-        threshold={"lag_tol": LAG_TOL, "query_tol": QUERY_TOL, "z": 3.0},
+        **untrained_record(ctx, reason), threshold={"lag_tol": LAG_TOL, "query_tol": QUERY_TOL, "z": 3.0},
         summary=(f"{reason}. Control ({control.description}: lag KL upper bound {control.measured['lag_upper']:.3f})"
                  f" {'rejected' if control.rejected else 'NOT rejected'}; power: "
                  f"{_power_words(control.power)}."))

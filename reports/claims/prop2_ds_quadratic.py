@@ -26,7 +26,7 @@ from bma_verify.model.ds_runs import attention_maps, shrunk_key_norm_evaluations
 from bma_verify.numerics.ds import random_orthogonal, sample_ds_task
 from bma_verify.numerics.ds_fit import bilinear_only_log_posterior, exact_score_parameters, score_gap_curve
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
-from bma_verify.reports.checks.trained import count_verdict, seeds_record, training_seeds
+from bma_verify.reports.checks.trained import count_verdict, seeds_record, training_seeds, untrained_record
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.claims import prop2_ds_quadratic_report as render
 from bma_verify.reports.claims.prop2_ds_quadratic_report import Readings
@@ -400,6 +400,7 @@ def _ffn_untrained(ctx: CheckContext, control: Control, statement: str) -> Check
     reason = (f"{ctx.tier} tier cannot decide: three FFN seeds do not fit its budget; the "
               f"{', '.join(FFN_TIERS)} tier trains them and decides")
     return CheckOutcome(verdict="inconclusive", reason=reason, measured={"control": control.measured},
+                        **untrained_record(ctx, reason),
                         control=control, summary=render.ffn_untrained_summary(control, reason),
                         findings=[Finding(statement, "open", None, reason)],
                         assumptions=[render.ffn_description(READINGS, _sizes(ctx))])
