@@ -206,3 +206,25 @@ def test_ctrl_c_stops_the_sweep_workers_of_joblib_and_dask(backend, tmp_path):
     err, seconds = _stop(proc, signal.SIGINT, group=True)
     assert (proc.returncode, err) == (130, "stopped\n") and seconds < 15
     _assert_all_stopped(seen)
+
+
+@pytest.mark.parametrize("signum, group, status", [(signal.SIGTERM, False, 143), (signal.SIGINT, True, 130)],
+                         ids=["SIGTERM", "Ctrl-C"])
+def test_a_signal_while_the_command_is_still_importing_ends_in_one_line(signum, group, status, tmp_path):
+    # The installed console script (what a user types), stopped as soon as its start-up handlers are in place, while
+    # torch and SciPy are still being imported (about 1-2 s): one line and 128 + signal, not a KeyboardInterrupt
+    # traceback or a silent death by signal. Reference: the exit statuses the README gives for a stopped command.
+    script = Path(sys.executable).with_name("bma-verify")
+    assert script.exists(), f"the console script is not installed beside {sys.executable}"
+    env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path))
+    proc = subprocess.Popen([str(script), "check", "lemma3-strict-dpi", "--quiet"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_as_from_a_terminal)
+    deadline = time.monotonic() + 30
+    while not (_catches_sigterm(proc.pid) and _catches_sigint(proc.pid)):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.005)
+    err, _ = _stop(proc, signum, group=group)
+    assert proc.returncode == status, err
+    assert err.strip().splitlines() == [f"bma-verify check: stopped by {signal.Signals(signum).name} while starting; "
+                                        "nothing written"], err
