@@ -4,7 +4,9 @@ selector W_tf matches that of log π (paper: error 0.0278) while its row softmax
 Prop. 1 says training identifies log π only up to column shifts W + 1aᵀ, so the column softmax is what can match.
 The full tier trains fig6 on the report's 5 training seeds and decides by the count rule, each run judged once its
 own held-out curve has plateaued, with its L_pa gap to BMA's (columns that match on a model that does not reach
-BMA's parent posterior fail). The quick tier cannot afford three converged runs and says so without training. The
+BMA's parent posterior fail). The quick tier cannot afford three converged runs and says so without training; its
+control is the same row shift on Theorem 1's selector log π of the first seed's kernel, column-shifted to the
+paper's row error. The full tier's
 near-miss control is the first seed's W_tf plus a row shift (W + b1ᵀ, which changes A^(2)) that raises its column
 error by as much as the run's own column error (at least the threshold), with the rule's power as the shift shrinks
 to 0. prop1-invariance cites this check. History: docs/notes/exp-fig6-column-alignment.md.
@@ -15,6 +17,8 @@ import numpy as np
 
 from bma_verify.model import analysis, figures
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
+from bma_verify.model.presets import preset_configs
+from bma_verify.model.training import run_kernel
 from bma_verify.reports.checks.trained import (THRESHOLDS as SHARED_THRESHOLDS, combine_sides, count_rule_text,
                                                count_verdict, draw_figure, rule_text, run_assumptions,
                                                run_convergence, seeded_runs, seeds_record, seeds_text, untrained_record,
@@ -142,11 +146,50 @@ def _summary(m: dict, sides: dict, control: Control, record: dict) -> str:
             f"column error as the shift shrinks to 0: {curve}.")
 
 
+def column_shifted_construction(ctx: CheckContext, kernel, row_error: float) -> np.ndarray:
+    """log π + t·1âᵀ: Theorem 1's selector moved along the shift Prop. 1 leaves free (column softmax unchanged), with
+    â a N(0, 1) direction of unit RMS and t ≥ 0 bisected so that the row error is ``row_error``."""
+    z = ctx.rng("fig6:column-shift").normal(size=kernel.shape[0])
+    direction, log_pi = z / np.sqrt(np.mean(z ** 2)), np.log(kernel)
+    low, high = 0.0, 1.0
+    while analysis.row_softmax_error(log_pi + high * direction[None, :], kernel) < row_error:
+        high *= 2
+        if high > 1e4:
+            raise ValueError(f"row_error = {row_error} is beyond what a column shift along the direction reaches")
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if analysis.row_softmax_error(log_pi + mid * direction[None, :], kernel) < row_error \
+            else (low, mid)
+    return log_pi + high * direction[None, :]
+
+
+def _construction_control(ctx: CheckContext) -> Control:
+    """Without a trained run: the near-miss control on what a selector at BMA looks like after training, Theorem 1's
+    log π of the first training seed's kernel plus a column shift (Prop. 1) giving the paper's row error 0.350; the
+    rule passes it, and its row-shifted copies show the rule's power at every tier."""
+    config = preset_configs("fig6", tier="full", seed=training_seeds(ctx, "fig6")[0])["fig6"]
+    kernel = run_kernel(config)
+    power, s_star = row_shift_power(ctx, column_shifted_construction(ctx, kernel, PAPER["row_error"]), kernel)
+    near = power[SHIFT_FACTORS.index(1.0)]
+    return Control(f"Theorem 1's selector log π (fig6's kernel of the first training seed, d = {config.d}) + 1aᵀ (a "
+                   f"column shift, Prop. 1's invariance, to the paper's row error {PAPER['row_error']}) + b1ᵀ, a row "
+                   f"shift (changes A^(2)) of RMS {s_star:.3f} that raises its column error to the threshold; no "
+                   "model is trained at this tier",
+                   {"column_error": near["value"], "row_error": near["row_error"], "shift_rms": s_star,
+                    "rule": near["rule"]}, near["rejected"], power=power)
+
+
 def _quick_outcome(ctx: CheckContext) -> CheckOutcome:
-    """The quick tier: no training, inconclusive with the reason."""
-    return CheckOutcome(verdict="inconclusive", measured={}, threshold=_threshold(ctx, None),
-                        summary=f"Not trained at the quick tier: {QUICK_REASON}.", reason=QUICK_REASON,
-                        **untrained_record(ctx, QUICK_REASON),
+    """The quick tier: no training, inconclusive with the reason; the rule's power shown on the construction."""
+    control = _construction_control(ctx)
+    curve = ", ".join(f"× {p['x']:g}: {p['value']:.3f} ({combine_sides(p['rule'])})" for p in control.power)
+    return CheckOutcome(verdict="inconclusive", measured={"control": control.measured},
+                        threshold=_threshold(ctx, control), control=control,
+                        summary=(f"Not trained at the quick tier: {QUICK_REASON}. Control: {control.description} "
+                                 f"reads column error {control.measured['column_error']:.3f} and is "
+                                 f"{'rejected' if control.rejected else 'NOT rejected'}; column error as the shift "
+                                 f"shrinks to 0: {curve}."),
+                        reason=QUICK_REASON, **untrained_record(ctx, QUICK_REASON),
                         assumptions=["fig6 decided at the full tier only (d = 20, H = 50, L = 3, 5 training seeds)"])
 
 

@@ -94,6 +94,28 @@ def test_fig6_quick_tier_cannot_decide_and_does_not_train(monkeypatch):
     outcome = fig6.exp_fig6_column_alignment(CheckContext(tier="quick", seed=0))
     assert outcome.verdict == "inconclusive" and outcome.reason.startswith("quick tier cannot decide:")
     assert settle(outcome) == ("inconclusive", fig6.QUICK_REASON)
+    # its control is the row shift on the (column-shifted) construction: the rule passes the construction itself
+    # (factor 0), rejects the control (factor 1) and twice it, and the shift's column error scales with the factor
+    power = {p["x"]: p for p in outcome.control.power}
+    assert outcome.control.rejected and power[1.0]["rejected"] and power[2.0]["rejected"]
+    assert not power[0.0]["rejected"] and power[0.0]["value"] < 1e-12
+    assert power[1.0]["value"] == pytest.approx(fig6.THRESHOLDS["quick"]["column_error"], rel=1e-6)
+    assert all(p["row_error"] == pytest.approx(fig6.PAPER["row_error"], rel=1e-6) for p in power.values())
+    assert outcome.seeds["n"] == 0 and outcome.converged["plateaued"] is False
+
+
+def test_the_column_shifted_construction_keeps_its_columns_and_moves_its_rows():
+    # Reference: Prop. 1 (a column shift W + 1aᵀ leaves each column's softmax, and so A^(2), unchanged) checked on
+    # the matrix itself: column error 0 against log π, row error the asked value, and it is not log π
+    ctx = CheckContext(tier="quick", seed=0)
+    kernel = np.random.default_rng(3).dirichlet(np.ones(6), size=6)
+    W = fig6.column_shifted_construction(ctx, kernel, 0.2)
+    assert analysis.column_softmax_error(W, kernel) < 1e-12
+    assert analysis.row_softmax_error(W, kernel) == pytest.approx(0.2, rel=1e-9)
+    spread = W - np.log(kernel)
+    assert np.allclose(spread, spread[0][None, :]) and np.ptp(spread[0]) > 0.1
+    with pytest.raises(ValueError, match="row_error"):
+        fig6.column_shifted_construction(ctx, kernel, 5.0)
 
 
 def test_fig6_with_a_rule_passing_every_matrix_is_not_discriminating(column_shifted, monkeypatch):
