@@ -2,13 +2,13 @@
 against BMA, analyses and the paper's figures. PyTorch; CPU by default, CUDA when asked."""
 from bma_verify.model.absolute import AbsoluteConfig, AbsolutePETransformer
 from bma_verify.model.construction import bma_construction
-from bma_verify.model.standard import StandardConfig, StandardTransformer
 from bma_verify.model.structured import StructuredConfig, StructuredTransformer
-from bma_verify.model.train_config import AbsoluteOptions, StandardOptions, StructuredOptions, TrainConfig
+from bma_verify.model.task_shaped import TaskShapedConfig, TaskShapedTransformer
+from bma_verify.model.train_config import AbsoluteOptions, StructuredOptions, TaskShapedOptions, TrainConfig
 from bma_verify.model.training import TrainRun, train
 
 __all__ = [
-    "AbsoluteConfig", "AbsoluteOptions", "AbsolutePETransformer", "StandardConfig", "StandardOptions",
-    "StandardTransformer", "StructuredConfig", "StructuredOptions", "StructuredTransformer", "TrainConfig",
+    "AbsoluteConfig", "AbsoluteOptions", "AbsolutePETransformer", "StructuredConfig", "StructuredOptions",
+    "StructuredTransformer", "TaskShapedConfig", "TaskShapedOptions", "TaskShapedTransformer", "TrainConfig",
     "TrainRun", "bma_construction", "train",
 ]

@@ -201,9 +201,9 @@ def copier_summary(model: StructuredTransformer, L: int, H: int) -> dict:
             "w_H_peak_offset": (w_H.argmax(1) - (model.config.max_H - 1)).tolist()}
 
 
-def standard_head_summary(model, batch: numerics.TaskBatch, *, min_mass: float = 0.5) -> dict:
-    """Where each layer-1 head of a :class:`model.standard.StandardTransformer` goes, from the query example:
-    the analogue of :func:`copier_summary` (fig3) for the standard model.
+def task_shaped_head_summary(model, batch: numerics.TaskBatch, *, min_mass: float = 0.5) -> dict:
+    """Where each layer-1 head of a :class:`model.task_shaped.TaskShapedTransformer` goes, from the query example:
+    the analogue of :func:`copier_summary` (fig3) for the task-shaped model.
 
     Returns ``example_mass`` (K, L+1): mean attention mass per example offset L − l' (0 = the query example's own
     earlier positions); ``position_mass`` (K, 2H−1): mean mass per position offset h − h' (index H − 1 + offset);

@@ -181,8 +181,8 @@ def copier_figure(model, L: int, H: int, path) -> str:
     return _save(fig, path)
 
 
-def standard_heads_figure(summary: dict, path, title: str = "") -> str:
-    """Where the standard model's layer-1 heads go (the analogue of fig3's copier panel): mean attention mass of
+def task_shaped_heads_figure(summary: dict, path, title: str = "") -> str:
+    """Where the task-shaped model's layer-1 heads go (the analogue of fig3's copier panel): mean attention mass of
     each head per example offset (left) and per position offset (right), from the query example's rows;
     heads that copy one example at the same position are what BMA needs (one per example)."""
     ex, pos = np.asarray(summary["example_mass"]), np.asarray(summary["position_mass"])

@@ -14,7 +14,8 @@ from pathlib import Path
 from bma_verify.model import figures
 from bma_verify.model._common import prepare_run_dir, write_json_atomic
 from bma_verify.model.gpt_training import gpt_preset_runs, train_gpt
-from bma_verify.model.train_config import AbsoluteOptions, GPTOptions, StandardOptions, StructuredOptions, TrainConfig
+from bma_verify.model.train_config import (AbsoluteOptions, GPTOptions, StructuredOptions, TaskShapedOptions,
+                                           TrainConfig)
 from bma_verify.model.training import TrainRun, eval_batch, train
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "robustness")
@@ -37,11 +38,12 @@ FIG2 = TrainConfig(d=5, H=10, L=10, batch_size=256, eval_every=100, test_L=(1, 2
 FIG6 = TrainConfig(d=20, H=50, L=3, K=12, batch_size=256, eval_every=100)  # K = 12: four heads per example
 #: exp-robustness's absolute-PE run at the fig2 setting (K = 24: more heads than examples, a spare for each)
 ABSOLUTE = TrainConfig(d=5, H=10, L=10, K=24, eval_every=50, model=AbsoluteOptions())
-#: exp-robustness's deciding standard run: relative positions (with absolute ones its heads piled onto a few recent
-#: examples), the loss weighing example l by l^3 (an example offset of L exists only in the query example's terms),
-#: a 0.99 weight average evaluated, lr 0.01 and batch 128
-STANDARD = TrainConfig(lr=0.01, batch_size=128, ema=0.99,
-                       model=StandardOptions(position="relative", example_weight_power=3.0))
+#: exp-robustness's task-shaped run (ours; it decided the claim before the GPT did, now a diagnostic): relative
+#: positions (with absolute ones its heads piled onto a few recent examples), the loss weighing example l by l^3 (an
+#: example offset of L exists only in the query example's terms), a 0.99 weight average evaluated, lr 0.01 and
+#: batch 128
+TASK_SHAPED = TrainConfig(lr=0.01, batch_size=128, ema=0.99,
+                          model=TaskShapedOptions(position="relative", example_weight_power=3.0))
 
 
 def fig5_heads(L: int) -> int:
@@ -89,18 +91,18 @@ PRESET_RUNS: dict[tuple[str, str], dict[str, TrainConfig]] = {
         # batch 512: 1500 steps converge the report seed, where batch 256 does not
         "absolute": replace(ABSOLUTE, steps=1500, batch_size=512, eval_contexts=1024),
         # "task-shaped (ours)", a diagnostic (two streams, relative biases): d = 5, H = 6, L = 4
-        "standard": replace(STANDARD, d=5, H=6, L=4, K=16, model=replace(STANDARD.model, width=64), steps=800,
-                            eval_every=50, eval_contexts=1024)},
+        "task-shaped": replace(TASK_SHAPED, d=5, H=6, L=4, K=16, model=replace(TASK_SHAPED.model, width=64),
+                               steps=800, eval_every=50, eval_contexts=1024)},
     ("robustness", "full"): {
         **gpt_preset_runs("full"),
         "absolute": replace(ABSOLUTE, steps=4000, batch_size=256, eval_contexts=4096),
         # "task-shaped (ours)", a diagnostic at the paper's fig2 setting, for a GPU
-        "standard": replace(STANDARD, d=5, H=10, L=10, K=40, model=replace(STANDARD.model, width=160), steps=5000,
-                            eval_every=250, eval_contexts=4096),
+        "task-shaped": replace(TASK_SHAPED, d=5, H=10, L=10, K=40, model=replace(TASK_SHAPED.model, width=160),
+                               steps=5000, eval_every=250, eval_contexts=4096),
         # diagnostic, never decides: layer 1 starts as the BMA copier (one head per example), layer 2 at random
-        "standard-copy-init": TrainConfig(d=5, H=10, L=10, K=10, lr=0.003, steps=3000, batch_size=32, eval_every=250,
-                                          eval_contexts=4096,
-                                          model=StandardOptions(width=120, layer1_init="copy"))},
+        "task-shaped-copy-init": TrainConfig(d=5, H=10, L=10, K=10, lr=0.003, steps=3000, batch_size=32,
+                                             eval_every=250, eval_contexts=4096,
+                                             model=TaskShapedOptions(width=120, layer1_init="copy"))},
 }
 PRESET_RUNS.update({("fig3", tier): PRESET_RUNS[("fig2", tier)] for tier in TIERS})
 
@@ -118,7 +120,7 @@ TUNED_ON: dict[str, tuple[int, ...]] = {
 
 def preset_configs(name: str, *, tier: str = "full", steps: int | None = None, seed: int = 0,
                    device: str = "auto", output: str = "mixture") -> dict[str, TrainConfig]:
-    """The runs of preset ``name`` keyed by a run label (e.g. ``"L5"``, ``"standard"``): :data:`PRESET_RUNS`.
+    """The runs of preset ``name`` keyed by a run label (e.g. ``"L5"``, ``"task-shaped"``): :data:`PRESET_RUNS`.
 
     Parameters
     ----------

@@ -2,7 +2,7 @@
 ``model`` field the model's own options, one dataclass per model kind.
 
     TrainConfig(d=5, H=10, L=10, K=32, model=StructuredOptions(w_L_delay=100))
-    TrainConfig(d=5, H=6, L=4, K=16, model=StandardOptions(position="relative", width=64))
+    TrainConfig(d=5, H=6, L=4, K=16, model=TaskShapedOptions(position="relative", width=64))
 
 :func:`config_record` flattens a config into the dict that ``metrics.json`` and checkpoints store (``"model"`` is
 the kind's name, the options sit beside the shared fields).
@@ -16,7 +16,7 @@ import torch
 
 from bma_verify.model._common import check_int_fields, check_output_rule
 from bma_verify.model.gpt import GPT_POSITIONS, GPTConfig
-from bma_verify.model.standard import LAYER1_INITS, POSITIONS
+from bma_verify.model.task_shaped import LAYER1_INITS, POSITIONS
 
 
 @dataclass(frozen=True)
@@ -75,14 +75,15 @@ class StructuredOptions(_DisentangledOptions):
 
 
 @dataclass(frozen=True)
-class StandardOptions:
-    """A run of the standard transformer (model/standard.py; its initialisation scales keep their defaults)."""
+class TaskShapedOptions:
+    """A run of the task-shaped two-stream transformer (ours; model/task_shaped.py; its initialisation scales keep
+    their defaults)."""
 
-    kind: ClassVar[str] = "standard"
+    kind: ClassVar[str] = "task-shaped"
     width: int = 64
     position: str = "absolute"  # "absolute" embeddings or "relative" biases per layer-1 head
-    layer1_init: str = "mimetic"  # or the diagnostic "copy" (model/standard.py)
-    # the loss weighs example l by l^p (StandardTransformer.loss; 0: the plain language-model objective)
+    layer1_init: str = "mimetic"  # or the diagnostic "copy" (model/task_shaped.py)
+    # the loss weighs example l by l^p (TaskShapedTransformer.loss; 0: the plain language-model objective)
     example_weight_power: float = 0.0
     rel_example_delay: int = 0  # relative positions: steps during which the example-offset biases stay put
 
@@ -97,7 +98,7 @@ class StandardOptions:
             raise ValueError(f"example_weight_power must be a number >= 0, got {self.example_weight_power!r}")
 
     def check_run(self, config: TrainConfig) -> None:
-        """Checks that need the run's shared fields (the width's split over K heads is StandardConfig's)."""
+        """Checks that need the run's shared fields (the width's split over K heads is TaskShapedConfig's)."""
 
 
 @dataclass(frozen=True)
@@ -122,10 +123,14 @@ class GPTOptions:
                   heads=self.heads, position=self.position)
 
 
-ModelOptions = StructuredOptions | AbsoluteOptions | StandardOptions | GPTOptions
+ModelOptions = StructuredOptions | AbsoluteOptions | TaskShapedOptions | GPTOptions
 #: Every model kind by name (the ``"model"`` entry of a config record).
-MODEL_OPTIONS = {options.kind: options for options in (StructuredOptions, AbsoluteOptions, StandardOptions,
+MODEL_OPTIONS = {options.kind: options for options in (StructuredOptions, AbsoluteOptions, TaskShapedOptions,
                                                        GPTOptions)}
+#: Former kind names, as checkpoints and metrics.json written before a rename store them, and what each is now:
+#: "standard" was the task-shaped two-stream model's kind before it was named for what it is (it is not a standard
+#: transformer; that is the GPT). A stored record's ``"model"`` is read through this map.
+MODEL_KIND_ALIASES = {"standard": TaskShapedOptions.kind}
 
 
 @dataclass
@@ -159,7 +164,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.model, tuple(MODEL_OPTIONS.values())):
             raise ValueError(f"model must be the options of one model kind ({', '.join(MODEL_OPTIONS)}: "
-                             f"StructuredOptions, AbsoluteOptions, StandardOptions, GPTOptions), got {self.model!r}")
+                             f"StructuredOptions, AbsoluteOptions, TaskShapedOptions, GPTOptions), got {self.model!r}")
         check_int_fields(self, (("d", 2), ("H", 2), ("L", 1), ("K", 1), ("batch_size", 1), ("steps", 0),
                                ("eval_contexts", 1), ("eval_every", 1), ("checkpoint_every", 1), ("warmup", 0),
                                ("seed", 0)))
@@ -185,7 +190,7 @@ def config_record(config: TrainConfig) -> dict:
 
 def with_changes(config: TrainConfig, **changes) -> TrainConfig:
     """``config`` with each change applied where its field lives, among the shared fields or the model's options:
-    ``with_changes(run, steps=600, example_weight_power=0)`` for a standard run."""
+    ``with_changes(run, steps=600, example_weight_power=0)`` for a task-shaped run."""
     shared = {f.name for f in fields(config)}
     own = {name: value for name, value in changes.items() if name not in shared}
     rest = {name: value for name, value in changes.items() if name in shared}

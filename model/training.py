@@ -22,10 +22,10 @@ from bma_verify import numerics
 from bma_verify.model._common import TwoLayerModel, check_output_rule, torch_save_atomic, write_json_atomic
 from bma_verify.model.absolute import AbsoluteConfig, AbsolutePETransformer
 from bma_verify.model.construction import bma_construction
-from bma_verify.model.standard import StandardConfig, StandardTransformer
 from bma_verify.model.structured import StructuredConfig, StructuredTransformer
-from bma_verify.model.train_config import (AbsoluteOptions, StandardOptions, StructuredOptions, TrainConfig,
-                                           config_record, resolve_device)
+from bma_verify.model.task_shaped import TaskShapedConfig, TaskShapedTransformer
+from bma_verify.model.train_config import (MODEL_KIND_ALIASES, AbsoluteOptions, StructuredOptions, TaskShapedOptions,
+                                           TrainConfig, config_record, resolve_device)
 
 #: RPE scale of the Theorem 1 model that gives the logit-rule floor (its copies are exact to float64).
 FLOOR_BETA = 50.0
@@ -46,6 +46,8 @@ def config_differences(stored: dict, config: TrainConfig) -> list[str]:
         before = stored.get(name, defaults[name])
         if name == "steps":
             continue
+        if name == "model":  # a checkpoint written before a kind was renamed stores its former name
+            before = MODEL_KIND_ALIASES.get(before, before)
         if name == "device":
             before, value = str(resolve_device(before)), str(resolve_device(value))
         elif isinstance(value, tuple) and isinstance(before, list):
@@ -69,7 +71,7 @@ def build_model(config: TrainConfig, generator: torch.Generator | None = None) -
         return AbsolutePETransformer(AbsoluteConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, output=options.output,
                                                    init_std=options.init_std),
                                      generator=generator)
-    return StandardTransformer(StandardConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, width=options.width,
+    return TaskShapedTransformer(TaskShapedConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, width=options.width,
                                               layer1_init=options.layer1_init, position=options.position),
                                generator=generator)
 
@@ -148,9 +150,9 @@ def learning_rate(config: TrainConfig, step: int) -> float:
 
 def training_loss(model: TwoLayerModel, config: TrainConfig, context: torch.Tensor, query: torch.Tensor
                   ) -> torch.Tensor:
-    """The objective ``train`` minimises on a batch: ``model.loss``, with the standard transformer's example
+    """The objective ``train`` minimises on a batch: ``model.loss``, with the task-shaped transformer's example
     weighting when its ``example_weight_power`` is set."""
-    power = config.model.example_weight_power if isinstance(config.model, StandardOptions) else 0.0
+    power = config.model.example_weight_power if isinstance(config.model, TaskShapedOptions) else 0.0
     if power:
         return model.loss(context, query, example_weight_power=power)
     return model.loss(context, query)
@@ -159,7 +161,7 @@ def training_loss(model: TwoLayerModel, config: TrainConfig, context: torch.Tens
 def scheduled_parameters(options) -> dict[str, dict]:
     """The parameters a model's options train apart from the rest, with their AdamW settings: ``lr_scale``,
     ``start`` (the first step at which the learning rate is non-zero) and an optional ``weight_decay``."""
-    if isinstance(options, StandardOptions):  # the relative model's example-offset biases
+    if isinstance(options, TaskShapedOptions):  # the relative model's example-offset biases
         return {"rel_example": {"lr_scale": 1.0, "start": options.rel_example_delay}}
     selector = {"lr_scale": options.selector_lr_scale, "start": 0}
     if options.selector_weight_decay is not None:

@@ -143,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
 def _device_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=DEVICES, default="cpu",
                    help="where the paper-experiment presets train (exp-fig2 ... exp-robustness; e.g. the full tier's "
-                        "standard transformer on a GPU); other checks use the CPU (default cpu)")
+                        "GPT and task-shaped runs on a GPU); other checks use the CPU (default cpu)")
 
 
 def _threads_arg(p: argparse.ArgumentParser) -> None:

@@ -16,7 +16,7 @@ from bma_verify import numerics
 from bma_verify.model import analysis
 from bma_verify.model.absolute import AbsoluteConfig, AbsolutePETransformer
 from bma_verify.model.construction import bma_construction
-from bma_verify.model.standard import StandardConfig, StandardTransformer
+from bma_verify.model.task_shaped import TaskShapedConfig, TaskShapedTransformer
 from bma_verify.model.structured import StructuredConfig, StructuredTransformer
 from bma_verify.numerics.enumeration import brute_force_parent_posterior
 from bma_verify.numerics.strategies import kernels
@@ -35,7 +35,7 @@ MODELS = {
     "structured": lambda: StructuredTransformer(StructuredConfig(d=4, max_H=7, max_L=3, K=5, output="mixture")),
     "structured-logit": lambda: StructuredTransformer(StructuredConfig(d=4, max_H=7, max_L=3, K=5, output="logit")),
     "absolute": lambda: AbsolutePETransformer(AbsoluteConfig(d=4, max_H=7, max_L=3, K=5)),
-    "standard": lambda: StandardTransformer(StandardConfig(d=4, max_H=7, max_L=3, K=4, width=16)),
+    "task-shaped": lambda: TaskShapedTransformer(TaskShapedConfig(d=4, max_H=7, max_L=3, K=4, width=16)),
 }
 
 

@@ -115,21 +115,21 @@ def test_fig5_full_tier_runs_reading_r2_with_one_head_budget_and_the_whole_offse
 
 def test_the_copy_initialised_diagnostic_runs_at_the_full_tier_only():
     # it never decides exp-robustness and took two of the quick report's minutes
-    assert set(preset_configs("robustness", tier="quick")) == {"absolute", "standard", *GPT_READINGS}
+    assert set(preset_configs("robustness", tier="quick")) == {"absolute", "task-shaped", *GPT_READINGS}
     full = preset_configs("robustness", tier="full")
-    assert full["standard-copy-init"].model.layer1_init == "copy"
-    assert isinstance(full["absolute"].model, AbsoluteOptions) and full["standard"].model.layer1_init == "mimetic"
+    assert full["task-shaped-copy-init"].model.layer1_init == "copy"
+    assert isinstance(full["absolute"].model, AbsoluteOptions) and full["task-shaped"].model.layer1_init == "mimetic"
 
 
-def test_the_deciding_standard_run_reads_relative_positions_from_scratch_at_a_stated_scale():
+def test_the_task_shaped_run_reads_relative_positions_from_scratch_at_a_stated_scale():
     # the quick tier at the declared reduced scale, the full tier at fig2's setting; both from scratch (mimetic
     # layer 1) with at least one layer-1 head per example (K >= L), the loss weighing example l by l^3
     fig2 = preset_configs("fig2", tier="full")["fig2"]
     quick_scale = {"d": 5, "H": 6, "L": 4}
     for tier, scale in (("quick", quick_scale), ("full", {"d": fig2.d, "H": fig2.H, "L": fig2.L})):
-        c = preset_configs("robustness", tier=tier, seed=5)["standard"]
+        c = preset_configs("robustness", tier=tier, seed=5)["task-shaped"]
         assert {"d": c.d, "H": c.H, "L": c.L} == scale and c.seed == 5 and c.K >= c.L
-        assert (c.model.kind, c.model.position, c.model.layer1_init) == ("standard", "relative", "mimetic")
+        assert (c.model.kind, c.model.position, c.model.layer1_init) == ("task-shaped", "relative", "mimetic")
         assert c.model.example_weight_power == 3.0 and c.ema == 0.99
 
 

@@ -13,20 +13,20 @@ import pytest
 import torch
 
 from bma_verify.model.construction import bma_construction
-from bma_verify.model.standard import StandardTransformer
-from bma_verify.model.train_config import (AbsoluteOptions, StandardOptions, StructuredOptions, TrainConfig,
+from bma_verify.model.task_shaped import TaskShapedTransformer
+from bma_verify.model.train_config import (AbsoluteOptions, StructuredOptions, TaskShapedOptions, TrainConfig,
                                            config_record)
 from bma_verify.model.training import (build_model, config_differences, eval_batch, evaluate, learning_rate,
                                        param_groups, run_kernel, train, update_average)
 
 SMALL = dict(d=3, H=5, L=2, K=3)
-STANDARD_SMALL = dict(d=3, H=4, L=2, K=2)
+TASK_SHAPED_SMALL = dict(d=3, H=4, L=2, K=2)
 
 
 @pytest.mark.parametrize("kwargs, word", [({"L": 0}, "L"), ({"K": 0}, "K"), ({"d": 1}, "d"),
                                           ({"model": "mlp"}, "model"),
                                           ({"model": lambda: StructuredOptions(output="sum")}, "output"),
-                                          ({"model": lambda: StandardOptions(layer1_init="oracle")}, "layer1_init"),
+                                          ({"model": lambda: TaskShapedOptions(layer1_init="oracle")}, "layer1_init"),
                                           ({"device": "tpu"}, "device")])
 def test_bad_train_config_names_the_argument(kwargs, word):
     with pytest.raises(ValueError, match=word):
@@ -35,9 +35,9 @@ def test_bad_train_config_names_the_argument(kwargs, word):
 
 @pytest.mark.parametrize("bad", [{"ema": 1.0}, {"ema": -0.1}, {"model": lambda: StructuredOptions(w_L_delay=-1)},
                                  {"model": lambda: StructuredOptions(selector_weight_decay=-0.1)},
-                                 {"model": lambda: StandardOptions(position="alibi")},
-                                 {"model": lambda: StandardOptions(example_weight_power=-0.5)},
-                                 {"model": lambda: StandardOptions(example_weight_power="3")}])
+                                 {"model": lambda: TaskShapedOptions(position="alibi")},
+                                 {"model": lambda: TaskShapedOptions(example_weight_power=-0.5)},
+                                 {"model": lambda: TaskShapedOptions(example_weight_power="3")}])
 def test_bad_values_are_refused_where_they_are_declared(bad):
     # a model's own options are checked when they are made, the shared fields when the run is
     with pytest.raises(ValueError):
@@ -57,9 +57,9 @@ def test_config_record_is_flat_and_names_the_model_kind():
     structured = config_record(TrainConfig(**SMALL, model=StructuredOptions(w_L_delay=4)))
     assert structured["model"] == "structured" and structured["w_L_delay"] == 4 and structured["L"] == 2
     assert "width" not in structured
-    standard = config_record(TrainConfig(**STANDARD_SMALL, model=StandardOptions(width=8, position="relative")))
-    assert (standard["model"], standard["width"], standard["position"]) == ("standard", 8, "relative")
-    assert "beta" not in standard and "selector_lr_scale" not in standard
+    shaped = config_record(TrainConfig(**TASK_SHAPED_SMALL, model=TaskShapedOptions(width=8, position="relative")))
+    assert (shaped["model"], shaped["width"], shaped["position"]) == ("task-shaped", 8, "relative")
+    assert "beta" not in shaped and "selector_lr_scale" not in shaped
     assert config_record(TrainConfig(model=AbsoluteOptions()))["selector_lr_scale"] == 0.3
 
 
@@ -72,6 +72,14 @@ def test_config_differences_name_the_changed_fields_of_any_model():
     old = {k: v for k, v in stored.items() if k != "w_L_delay"}  # a checkpoint that predates a field: its default
     assert config_differences(old, replace(config, model=StructuredOptions())) == []
     assert any(d.startswith("model:") for d in config_differences(stored, replace(config, model=AbsoluteOptions())))
+
+
+def test_a_checkpoint_of_the_task_shaped_model_under_its_former_kind_name_still_resumes():
+    # reference: a record as written before the rename, "model": "standard" (the task-shaped model's former kind)
+    config = TrainConfig(**TASK_SHAPED_SMALL, model=TaskShapedOptions(width=8))
+    stored = config_record(config) | {"model": "standard"}
+    assert config_differences(stored, config) == []
+    assert any(d.startswith("model:") for d in config_differences(stored | {"model": "structured"}, config))
 
 
 def test_checkpoint_resume_gives_identical_metrics(tmp_path):
@@ -90,7 +98,7 @@ def test_checkpoint_resume_gives_identical_metrics(tmp_path):
 
 
 def test_models_are_reproducible_from_the_seed():
-    config = TrainConfig(**STANDARD_SMALL, model=StandardOptions(width=8))
+    config = TrainConfig(**TASK_SHAPED_SMALL, model=TaskShapedOptions(width=8))
     a, b = build_model(config, torch.Generator().manual_seed(3)), build_model(config, torch.Generator().manual_seed(3))
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
 
@@ -117,8 +125,8 @@ def test_w_L_stays_at_its_initial_value_during_the_delay_and_learns_after():
 
 def test_relative_example_biases_stay_during_the_delay_and_learn_after():
     # reference: the run's own seeded initialisation; the position biases and every other weight learn throughout
-    config = TrainConfig(**STANDARD_SMALL, steps=6, batch_size=8, eval_contexts=16, warmup=1,
-                         model=StandardOptions(position="relative", width=8, rel_example_delay=3))
+    config = TrainConfig(**TASK_SHAPED_SMALL, steps=6, batch_size=8, eval_contexts=16, warmup=1,
+                         model=TaskShapedOptions(position="relative", width=8, rel_example_delay=3))
     initial = build_model(config, torch.Generator().manual_seed(config.seed))
     held = train(config, stop_at=3).model
     assert torch.equal(held.rel_example, initial.rel_example)
@@ -143,16 +151,16 @@ def test_selector_weight_decay_applies_to_W_KQ_only():
 def test_training_hands_the_example_weight_power_to_the_loss(monkeypatch):
     # the recorded keyword of the loss each step (the plain objective's call passes none)
     seen = []
-    real = StandardTransformer.loss
+    real = TaskShapedTransformer.loss
 
     def spy(self, context, query, **kw):
         seen.append(kw)
         return real(self, context, query, **kw)
 
-    monkeypatch.setattr(StandardTransformer, "loss", spy)
-    small = dict(STANDARD_SMALL, batch_size=4, steps=2, eval_every=2, eval_contexts=8, device="cpu")
-    train(TrainConfig(**small, model=StandardOptions(width=8, position="relative", example_weight_power=2.5)))
-    train(TrainConfig(**small, model=StandardOptions(width=8, position="relative")))
+    monkeypatch.setattr(TaskShapedTransformer, "loss", spy)
+    small = dict(TASK_SHAPED_SMALL, batch_size=4, steps=2, eval_every=2, eval_contexts=8, device="cpu")
+    train(TrainConfig(**small, model=TaskShapedOptions(width=8, position="relative", example_weight_power=2.5)))
+    train(TrainConfig(**small, model=TaskShapedOptions(width=8, position="relative")))
     assert seen == [{"example_weight_power": 2.5}] * 2 + [{}] * 2
 
 

@@ -11,7 +11,7 @@ import bma_verify.reports.checks.trained as trained
 from bma_verify import numerics
 from bma_verify.model.construction import bma_construction
 from bma_verify.model.seeds import SEEDS_PER_TIER, report_training_seeds
-from bma_verify.model.train_config import StandardOptions, StructuredOptions, TrainConfig, config_record
+from bma_verify.model.train_config import StructuredOptions, TaskShapedOptions, TrainConfig, config_record
 from bma_verify.model.training import TrainRun, bma_reference, eval_batch, evaluate, evaluate_test_L, run_kernel, train
 
 
@@ -40,7 +40,7 @@ def stand_in_run(*, L=5, H=6, d=4, test_L=(), model_kind="structured", K=None, c
     with W + 1aᵀ in W_KQ, or ``wrong_selector``: its selector frozen at log π' of another kernel π') or an
     untrained model; its held-out curve is ``curve`` ("flat" or "falling"; default flat for the construction,
     falling for an untrained model)."""
-    options = (StandardOptions(width=40, layer1_init=layer1_init) if model_kind == "standard"
+    options = (TaskShapedOptions(width=40, layer1_init=layer1_init) if model_kind == "task-shaped"
                else StructuredOptions())
     config = TrainConfig(model=options, d=d, H=H, L=L, K=K or L, steps=0, eval_contexts=512, seed=seed, device="cpu",
                          test_L=test_L)

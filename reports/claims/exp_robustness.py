@@ -5,7 +5,7 @@ The standard-transformer part is decided by a GPT (nanoGPT's decoder on the flat
 model/gpt.py), judged per token against BMA in KL: mean KL(BMA ‖ model) over the query example's positions h ≥ 1 on
 held-out contexts. A converged GPT reproduces when its KL is below that of BMA reading L − 1 of the L examples (the
 near-miss control, with its power over m examples read). The absolute-PE part is the disentangled transformer with
-absolute PE, judged by fig2's rule. The two-stream model of model/standard.py is a diagnostic, "task-shaped (ours)",
+absolute PE, judged by fig2's rule. The two-stream model of model/task_shaped.py is a diagnostic, "task-shaped (ours)",
 and never decides. Every reading decides on the report's training seeds by the count rule. Tuning and budgets:
 docs/notes/exp-robustness.md.
 """
@@ -31,8 +31,8 @@ READING_NAMES = {"gpt-d2-absolute": "GPT, depth 2, learned absolute positions",
                  "gpt-d3-absolute": "GPT, depth 3, learned absolute positions",
                  "gpt-d3-rope": "GPT, depth 3, rotary positions",
                  "absolute": "disentangled transformer with absolute PE",
-                 "standard": "task-shaped (ours): two streams, relative biases",
-                 "standard-copy-init": "task-shaped (ours), layer 1 started as the copier"}
+                 "task-shaped": "task-shaped (ours): two streams, relative biases",
+                 "task-shaped-copy-init": "task-shaped (ours), layer 1 started as the copier"}
 #: The GPT reading that decides the standard-transformer part: the strongest on the development seeds' grid
 #: (docs/notes/exp-robustness.md); the other GPT readings are diagnostics.
 DECIDING_GPT = "gpt-d2-absolute"
@@ -42,13 +42,13 @@ DECIDES = {DECIDING_GPT: "standard transformer", "absolute": "absolute position 
 #: (~100 s on one core) affords one GPT reading on 3 seeds; a deciding reading it cannot afford reads "quick tier
 #: cannot decide" and is not trained there.
 SEED_PLAN = {"quick": {DECIDING_GPT: 3},
-             "full": {**{r: 2 for r in GPT_READINGS}, DECIDING_GPT: 5, "absolute": 5, "standard": 1,
-                      "standard-copy-init": 1}}
+             "full": {**{r: 2 for r in GPT_READINGS}, DECIDING_GPT: 5, "absolute": 5, "task-shaped": 1,
+                      "task-shaped-copy-init": 1}}
 #: Why a reading is not trained at the quick tier (the rest: its budget affords one GPT reading on 3 seeds).
 QUICK_SKIPPED = {"absolute": "its run at the fig2 setting (1500 steps at batch 512, 44 s on one core) on 3 seeds "
                              "exceeds the quick tier's budget for this claim (~100 s on one core)",
-                 "standard": "a diagnostic trained at the full tier only",
-                 "standard-copy-init": "a diagnostic trained at the full tier only"}
+                 "task-shaped": "a diagnostic trained at the full tier only",
+                 "task-shaped-copy-init": "a diagnostic trained at the full tier only"}
 #: Standard errors by which a GPT's KL must sit below (above) BMA reading L − 1 to meet (miss) the rule.
 KL_Z = 2.0
 #: Regression tolerances of the first seed's values (quick tier): ATEN_CPU_CAPABILITY default against avx2 moved KL

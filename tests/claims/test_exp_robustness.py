@@ -104,7 +104,7 @@ def test_every_deciding_reading_passing_on_five_seeds_reproduces_at_the_full_tie
     assert {label: trained.count(label) for label in plan} == plan
     assert outcome.seeds["n"] == 5 and outcome.seeds["readings"]["absolute"]["n"] == 5
     assert seeds_line(outcome.seeds).startswith("5 seeds") and len(seeds_table(outcome.seeds)[1]) > 5
-    diagnostic = outcome.measured["standard"]
+    diagnostic = outcome.measured["task-shaped"]
     assert diagnostic["decides"] is None and "task-shaped (ours)" in diagnostic["name"]
 
 

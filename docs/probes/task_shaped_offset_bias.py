@@ -1,7 +1,7 @@
-"""Probe (not part of the package): does a per-head example-offset bias make the standard transformer's
+"""Probe (not part of the package): does a per-head example-offset bias make the task-shaped transformer's
 layer-1 heads divide the examples? Reduced scale d = 5, H = 6, L = 4, K = 16 heads of width 4.
 
-``model.standard.StandardTransformer`` with a T5-style bias per head over the example offset l − l' (0..L, the
+``model.task_shaped.TaskShapedTransformer`` with a T5-style bias per head over the example offset l − l' (0..L, the
 query's own example at 0) added to every layer-1 logit, drawn N(0, bias_std²) from the run's generator; it learns
 at ``bias_lr`` × lr from step ``delay`` on (``delay=10**9``: frozen). Optional curriculum: training contexts hold
 min(L, 1 + step // grow) examples. Trained on the all-examples loss with AdamW (lr 0.01, warm-up 50, cosine to
@@ -9,9 +9,9 @@ min(L, 1 + step // grow) examples. Trained on the all-examples loss with AdamW (
 
 Run from the repository root (one thread, ~0.15 s a step on this project's 2-core machine):
 
-    PYTHONPATH=. .venv/bin/python docs/probes/standard_offset_bias.py "delay=10**9" 1 0
-    PYTHONPATH=. .venv/bin/python docs/probes/standard_offset_bias.py "grow=250,delay=10**9" 1
-    PYTHONPATH=. .venv/bin/python docs/probes/standard_offset_bias.py "delay=10**9" 1 --heads
+    PYTHONPATH=. .venv/bin/python docs/probes/task_shaped_offset_bias.py "delay=10**9" 1 0
+    PYTHONPATH=. .venv/bin/python docs/probes/task_shaped_offset_bias.py "grow=250,delay=10**9" 1
+    PYTHONPATH=. .venv/bin/python docs/probes/task_shaped_offset_bias.py "delay=10**9" 1 --heads
 
 Arguments: keyword overrides of :func:`run` as ``"name=value,..."`` ("" for none), then seeds; ``--heads`` also
 prints, per head, the query stream's mass on the same position of each example. Numbers it gave are in
@@ -29,14 +29,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from bma_verify import numerics
-from bma_verify.model.standard import StandardConfig, StandardTransformer
+from bma_verify.model.task_shaped import TaskShapedConfig, TaskShapedTransformer
 from bma_verify.model.training import bma_reference, evaluate
 
 
-class OffsetBiased(StandardTransformer):
-    """The standard model with a learned (or frozen) bias per layer-1 head over the example offset."""
+class OffsetBiased(TaskShapedTransformer):
+    """The task-shaped model with a learned (or frozen) bias per layer-1 head over the example offset."""
 
-    def __init__(self, config: StandardConfig, *, generator: torch.Generator, bias_std: float):
+    def __init__(self, config: TaskShapedConfig, *, generator: torch.Generator, bias_std: float):
         super().__init__(config, generator=generator)
         self.rel_ex = nn.Parameter(torch.randn(config.K, config.max_L + 1, generator=generator) * bias_std)
 
@@ -86,7 +86,7 @@ class OffsetBiased(StandardTransformer):
 def run(seed: int, K=16, width=64, L=4, H=6, d=5, steps=1500, lr=0.01, batch=128, bias_std=4.0, delay=0,
         bias_lr=0.3, grow=0, use_bias=True, eval_every=500, heads=False) -> dict:
     kernel = numerics.random_kernel(d, alpha=1.0, eps=0.0, rng=np.random.default_rng([seed, 0]))
-    model = OffsetBiased(StandardConfig(d=d, max_H=H, max_L=L, K=K, width=width),
+    model = OffsetBiased(TaskShapedConfig(d=d, max_H=H, max_L=L, K=K, width=width),
                          generator=torch.Generator().manual_seed(seed), bias_std=bias_std if use_bias else 0.0)
     held = numerics.sample_task(kernel, 1024, L, H, rng=np.random.default_rng([seed, 2]))
     reference = bma_reference(kernel, held)

@@ -1,12 +1,13 @@
-"""Probe (not part of the package): exp-robustness's full-tier standard run (the paper's fig2 setting, relative
-positions; ``PRESET_RUNS[("robustness", "full")]["standard"]`` in model/presets.py) and variants of it, on a GPU,
-in parallel processes.
+"""Probe (not part of the package): exp-robustness's full-tier task-shaped run (the paper's fig2 setting, relative
+positions; ``PRESET_RUNS[("robustness", "full")]["task-shaped"]`` in model/presets.py) and variants of it, on a
+GPU, in parallel processes.
 
-    PYTHONPATH=. python docs/probes/gpu_standard.py SECONDS OUT_DIR [plain|weighted]
+    PYTHONPATH=. python docs/probes/gpu_task_shaped.py SECONDS OUT_DIR [plain|weighted]
 
-Every variant is ``train(with_changes(preset_configs("robustness", tier="full", seed=S, device="cuda")["standard"],
-**changes))`` for the training seeds S of report seeds 0 and 1 (``CheckContext(seed=R).seed_for("model:robustness")``),
-run in chunks of 1000 steps (``stop_at``/``resume``; a resumed run is exact); after each chunk a JSON line goes to
+Every variant is
+``train(with_changes(preset_configs("robustness", tier="full", seed=S, device="cuda")["task-shaped"], **changes))``
+for the training seeds S of report seeds 0 and 1 (``CheckContext(seed=R).seed_for("model:robustness")``), run in
+chunks of 1000 steps (``stop_at``/``resume``; a resumed run is exact); after each chunk a JSON line goes to
 OUT_DIR/results.jsonl. No chunk starts after SECONDS. PROBE_DEVICE=cpu runs it without a GPU.
 
 Variant sets: ``plain`` (the four measured, docs/notes/exp-robustness.md has their numbers: the plain language-model
@@ -38,7 +39,7 @@ def one(args):
     label, report_seed, changes, seconds, out = args
     import torch
     torch.set_num_threads(1)
-    from bma_verify.model.analysis import standard_head_summary
+    from bma_verify.model.analysis import task_shaped_head_summary
     from bma_verify.model.presets import preset_configs
     from bma_verify.model.seeds import require_dev_seeds
     from bma_verify.model.train_config import with_changes
@@ -46,7 +47,7 @@ def one(args):
 
     start = time.time()
     config = with_changes(preset_configs("robustness", tier="full", seed=require_dev_seeds([SEEDS[report_seed]])[0],
-                                         device=os.environ.get("PROBE_DEVICE", "cuda"))["standard"],
+                                         device=os.environ.get("PROBE_DEVICE", "cuda"))["task-shaped"],
                           **changes)
     folder = Path(out) / f"{label}-R{report_seed}"
     done = 0
@@ -54,7 +55,7 @@ def one(args):
         done = min(config.steps, done + 1000)
         run = train(config, out=folder, resume=done > 1000, stop_at=done)
         m = run.metrics
-        summary = standard_head_summary(run.model, eval_batch(config, run.kernel, config.L))
+        summary = task_shaped_head_summary(run.model, eval_batch(config, run.kernel, config.L))
         line = {"label": label, "report_seed": report_seed, "changes": changes, "step": done,
                 "seconds": round(time.time() - start), "parent_accuracy": round(m["parent_accuracy"], 4),
                 "bma_parent_accuracy": round(m["bma_parent_accuracy"], 4),

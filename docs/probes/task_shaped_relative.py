@@ -1,15 +1,15 @@
-"""Probe (not part of the package): the standard transformer with relative positions
-(``StandardConfig(position="relative")``, model/standard.py) from scratch, at a chosen scale.
+"""Probe (not part of the package): the task-shaped transformer with relative positions
+(``TaskShapedConfig(position="relative")``, model/task_shaped.py) from scratch, at a chosen scale.
 
 Trained on the all-examples loss with AdamW (warm-up 50 steps, cosine to 0.1 lr), gradient clip 1, the example-
 offset biases held for the first ``ex_delay`` steps (``query_only=N``: from step N on, the loss of the query
 example's terms only); evaluated on 1024 held-out contexts against BMA's parent
 accuracy; ``--heads`` prints, per example of the context, the largest same-position mass of any layer-1 head
-(``model.analysis.standard_head_summary``'s reading: an example is covered when one head puts most of its mass on
+(``model.analysis.task_shaped_head_summary``'s reading: an example is covered when one head puts most of its mass on
 it at the same position). Default: d = 5, H = 6, L = 4, K = 16 heads, width 64, lr 0.01, batch 128, 1500 steps.
 
-    PYTHONPATH=. .venv/bin/python docs/probes/standard_relative.py "" 0 1 --heads
-    PYTHONPATH=. .venv/bin/python docs/probes/standard_relative.py "qk_gain=4.0" 1
+    PYTHONPATH=. .venv/bin/python docs/probes/task_shaped_relative.py "" 0 1 --heads
+    PYTHONPATH=. .venv/bin/python docs/probes/task_shaped_relative.py "qk_gain=4.0" 1
 
 Arguments: keyword overrides of :func:`run` as ``"name=value,..."`` ("" for none), then seeds. One thread.
 Numbers it gave are in docs/notes/exp-robustness.md.
@@ -25,17 +25,17 @@ import numpy as np
 import torch
 
 from bma_verify import numerics
-from bma_verify.model.analysis import standard_head_summary
-from bma_verify.model.standard import StandardConfig, StandardTransformer
+from bma_verify.model.analysis import task_shaped_head_summary
+from bma_verify.model.task_shaped import TaskShapedConfig, TaskShapedTransformer
 from bma_verify.model.training import bma_reference, evaluate
 
 
 def run(seed: int, K=16, width=64, L=4, H=6, d=5, steps=1500, lr=0.01, batch=128, qk_gain=0.5, ex_std=4.0,
         pos_slope=4.0, ex_delay=0, query_only=0, eval_every=250, heads=False, device="cpu") -> dict:
     kernel = numerics.random_kernel(d, alpha=1.0, eps=0.0, rng=np.random.default_rng([seed, 0]))
-    config = StandardConfig(d=d, max_H=H, max_L=L, K=K, width=width, position="relative", qk_gain=qk_gain,
+    config = TaskShapedConfig(d=d, max_H=H, max_L=L, K=K, width=width, position="relative", qk_gain=qk_gain,
                             relative_example_std=ex_std, relative_position_slope=pos_slope)
-    model = StandardTransformer(config, generator=torch.Generator().manual_seed(seed)).to(device)
+    model = TaskShapedTransformer(config, generator=torch.Generator().manual_seed(seed)).to(device)
     held = numerics.sample_task(kernel, 1024, L, H, rng=np.random.default_rng([seed, 2]))
     reference = bma_reference(kernel, held)
     others = [p for n, p in model.named_parameters() if n != "rel_example"]
@@ -64,7 +64,7 @@ def run(seed: int, K=16, width=64, L=4, H=6, d=5, steps=1500, lr=0.01, batch=128
            "seconds": round(time.time() - t0)}
     if heads:
         sub = numerics.TaskBatch(*(np.asarray(x)[:256] for x in held))
-        summary = standard_head_summary(model, sub)
+        summary = task_shaped_head_summary(model, sub)
         # per example l' = 0..L-1 of the context: the largest same-position mass of a head reading it
         att = model.layer1_query_attention(torch.as_tensor(sub.context), torch.as_tensor(sub.query))
         att = att.double().mean(0).cpu().numpy().reshape(K, H, L + 1, H)

@@ -1,17 +1,17 @@
-"""Probe (not part of the package): exp-robustness's quick-tier standard run with changes, on the training
+"""Probe (not part of the package): exp-robustness's quick-tier task-shaped run with changes, on the training
 seed of a report seed R (``CheckContext(seed=R).seed_for("model:robustness")``).
 
 Prints parent accuracy and L_pa against BMA's at the end, and the L_pa gap every 100 steps. Fields of the run
-(its TrainConfig or its StandardOptions, ``model.train_config.with_changes``) are changed with the second
+(its TrainConfig or its TaskShapedOptions, ``model.train_config.with_changes``) are changed with the second
 argument; changes that are not fields come as the third:
 ``lr_scale={"q2": 3, "k2": 3}`` (the learning rate of every parameter whose name holds the key, times the value),
 ``qk2_gain=3`` (layer 2's W_Q and W_K drawn that many times larger) and ``rel_example_gain=1.5`` (the example-offset
 biases drawn that many times larger); ``heads=1`` prints each layer-1 head's mass per example offset
-(``model.analysis.standard_head_summary``).
+(``model.analysis.task_shaped_head_summary``).
 
-    PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python docs/probes/standard_quick.py 0
-    PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python docs/probes/standard_quick.py 2 "example_weight_power=0,ema=0" "heads=1"
-    PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python docs/probes/standard_quick.py 0 "steps=600" "lr_scale={'q2': 3, 'k2': 3}"
+    PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python docs/probes/task_shaped_quick.py 0
+    PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python docs/probes/task_shaped_quick.py 2 "example_weight_power=0,ema=0" "heads=1"
+    PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python docs/probes/task_shaped_quick.py 0 "steps=600" "lr_scale={'q2': 3, 'k2': 3}"
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 import bma_verify.model.training as training
-from bma_verify.model.analysis import standard_head_summary
+from bma_verify.model.analysis import task_shaped_head_summary
 from bma_verify.model.presets import preset_configs
 from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.model.train_config import with_changes
@@ -57,7 +57,7 @@ def main(report_seed: int, changes: dict, extra: dict) -> None:
     training.build_model, training.param_groups = build_scaled, groups_scaled
     # the training seed the report used before report seeds moved below 1000: now a development seed
     seed = require_dev_seeds([CheckContext(seed=report_seed).seed_for("model:robustness")])[0]
-    config = with_changes(preset_configs("robustness", tier="quick", seed=seed)["standard"], **changes)
+    config = with_changes(preset_configs("robustness", tier="quick", seed=seed)["task-shaped"], **changes)
     start = time.time()
     run = training.train(config)
     m = run.metrics
@@ -68,7 +68,7 @@ def main(report_seed: int, changes: dict, extra: dict) -> None:
     print("  L_pa gap by step", [(s, round(p - m["bma_parent_loss"], 3))
                                  for s, p in zip(curve["step"], curve["parent_loss"]) if s % 100 == 0])
     if extra.get("heads"):
-        summary = standard_head_summary(run.model, training.eval_batch(config, run.kernel, config.L))
+        summary = task_shaped_head_summary(run.model, training.eval_batch(config, run.kernel, config.L))
         print("  covered", summary["covered"])
         for k, mass in enumerate(np.asarray(summary["example_mass"])):
             print(f"  head {k}: mass by example offset 0..L {np.round(mass, 2)}, same position "

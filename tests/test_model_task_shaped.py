@@ -1,4 +1,4 @@
-"""The standard transformer (model/standard.py) can express BMA's parent selection exactly.
+"""The task-shaped two-stream transformer (ours; model/task_shaped.py) can express BMA's parent selection exactly.
 
 A hand-set weight assignment: layer-1 head k copies x^k_h (same position h, example k) into its own block of the
 residual stream, for the query stream row h and for the content rows h' of the query example alike; layer 2 scores
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from bma_verify import numerics
-from bma_verify.model.standard import StandardConfig, StandardTransformer
+from bma_verify.model.task_shaped import TaskShapedConfig, TaskShapedTransformer
 
 
 
@@ -46,13 +46,13 @@ def _set_selector_and_output(model, logpi, *, T: int, C: int, O: int, n_ones: in
     model.unembed.weight[:, O:O + d] = logpi.T
 
 
-def hand_copy_model(kernel: np.ndarray, L: int, H: int, beta: float = 30.0) -> StandardTransformer:
+def hand_copy_model(kernel: np.ndarray, L: int, H: int, beta: float = 30.0) -> TaskShapedTransformer:
     """K = L heads; head k attends from (example L, position h) to (example k, position h) with margin beta."""
     d, K = kernel.shape[0], L
     need = (d + 1) + (L + 1) + H + K * d + d  # tokens, examples, positions, copy blocks, output block
     hs = max(H + 1, d, -(-need // K))
     w = K * hs
-    model = StandardTransformer(StandardConfig(d=d, max_H=H, max_L=L, K=K, width=w, ffn_mult=1))
+    model = TaskShapedTransformer(TaskShapedConfig(d=d, max_H=H, max_L=L, K=K, width=w, ffn_mult=1))
     T, E, P = 0, d + 1, d + 1 + L + 1
     C = P + H  # copy block of head k: C + k*d .. C + (k+1)*d
     O = C + K * d  # output block
@@ -117,9 +117,9 @@ def test_hand_copy_weights_see_no_query_token_at_or_after_h():
 POSITIONS = ["absolute", "relative"]
 
 
-def _random_standard(seed: int, **sizes) -> StandardTransformer:
+def _random_task_shaped(seed: int, **sizes) -> TaskShapedTransformer:
     """Every parameter random (zero biases or a zero selector would hide a leak), float64."""
-    model = StandardTransformer(StandardConfig(**sizes))
+    model = TaskShapedTransformer(TaskShapedConfig(**sizes))
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -131,7 +131,7 @@ def _random_standard(seed: int, **sizes) -> StandardTransformer:
 def test_every_example_is_predicted_from_earlier_examples_and_its_own_prefix_only(position):
     """The training loss's term (l, h) never sees x^l_h, later tokens of example l, or any example after l."""
     d, H, L = 3, 5, 3
-    model = _random_standard(4, d=d, max_H=H, max_L=L, K=2, width=8, position=position)
+    model = _random_task_shaped(4, d=d, max_H=H, max_L=L, K=2, width=8, position=position)
     rng = np.random.default_rng(5)
     tokens = rng.integers(0, d, (2, L + 1, H))
     with torch.no_grad():
@@ -153,7 +153,7 @@ def test_every_example_is_predicted_from_earlier_examples_and_its_own_prefix_onl
 @pytest.mark.parametrize("position", POSITIONS)
 def test_forward_is_the_query_row_of_every_example_prediction(position):
     d, H, L = 4, 6, 3
-    model = _random_standard(6, d=d, max_H=H, max_L=L, K=2, width=8, position=position)
+    model = _random_task_shaped(6, d=d, max_H=H, max_L=L, K=2, width=8, position=position)
     rng = np.random.default_rng(7)
     context, query = rng.integers(0, d, (3, L, H)), rng.integers(0, d, (3, H))
     with torch.no_grad():
@@ -172,7 +172,7 @@ def test_example_weighted_loss_by_hand():
     # log-probs of example_log_probs one example at a time, weighted by l^p / Σ l'^p in a Python loop; p = 0 is the
     # plain mean; a large p leaves only the query example, whose terms forward() gives by itself
     d, H, L = 4, 5, 3
-    model = _random_standard(8, d=d, max_H=H, max_L=L, K=2, width=8, position="relative")
+    model = _random_task_shaped(8, d=d, max_H=H, max_L=L, K=2, width=8, position="relative")
     rng = np.random.default_rng(9)
     context, query = rng.integers(0, d, (4, L, H)), rng.integers(0, d, (4, H))
     tokens = np.concatenate([context, query[:, None]], 1)  # (B, L+1, H)
@@ -197,16 +197,16 @@ def test_example_weighted_loss_by_hand():
 
 def test_negative_initialisation_scales_are_refused():
     with pytest.raises(ValueError, match="qk_gain"):
-        StandardConfig(d=3, max_H=4, max_L=2, K=2, width=8, qk_gain=-1.0)
+        TaskShapedConfig(d=3, max_H=4, max_L=2, K=2, width=8, qk_gain=-1.0)
     with pytest.raises(ValueError, match="relative_position_slope"):
-        StandardConfig(d=3, max_H=4, max_L=2, K=2, width=8, position="relative", relative_position_slope=-1.0)
+        TaskShapedConfig(d=3, max_H=4, max_L=2, K=2, width=8, position="relative", relative_position_slope=-1.0)
     with pytest.raises(ValueError, match="position must be one of"):
-        StandardConfig(d=3, max_H=4, max_L=2, K=2, width=8, position="rotary")
+        TaskShapedConfig(d=3, max_H=4, max_L=2, K=2, width=8, position="rotary")
     with pytest.raises(ValueError, match="needs position 'absolute'"):
-        StandardConfig(d=3, max_H=4, max_L=2, K=2, width=40, position="relative", layer1_init="copy")
+        TaskShapedConfig(d=3, max_H=4, max_L=2, K=2, width=40, position="relative", layer1_init="copy")
 
 
-def hand_copy_relative_model(kernel: np.ndarray, L: int, H: int, beta: float = 30.0) -> StandardTransformer:
+def hand_copy_relative_model(kernel: np.ndarray, L: int, H: int, beta: float = 30.0) -> TaskShapedTransformer:
     """Relative positions: K = L heads, no content logits; head k's biases are beta at example offset k + 1 and
     beta at position offset 0 (0 elsewhere), so from every row (l, h) it reads (l − 1 − k, h) with margin beta.
     Layer 2 and the output are set as in :func:`hand_copy_model`; the residual holds no position at all."""
@@ -214,7 +214,7 @@ def hand_copy_relative_model(kernel: np.ndarray, L: int, H: int, beta: float = 3
     need = (d + 1) + K * d + d  # tokens, copy blocks, output block
     hs = max(d, -(-need // K))
     w = K * hs
-    model = StandardTransformer(StandardConfig(d=d, max_H=H, max_L=L, K=K, width=w, ffn_mult=1,
+    model = TaskShapedTransformer(TaskShapedConfig(d=d, max_H=H, max_L=L, K=K, width=w, ffn_mult=1,
                                                position="relative"))
     T, C = 0, d + 1
     O = C + K * d
@@ -258,12 +258,12 @@ def test_hand_set_relative_biases_give_the_bma_parent_posterior(seed):
 
 def test_head_summary_reads_the_relative_hand_set_heads():
     # reference: hand_copy_relative_model's construction (head k: example offset k + 1, position offset 0)
-    from bma_verify.model.analysis import standard_head_summary
+    from bma_verify.model.analysis import task_shaped_head_summary
 
     rng = np.random.default_rng(3)
     L, H = 4, 6
     kernel = numerics.random_kernel(4, eps=0.02, rng=rng)
-    summary = standard_head_summary(hand_copy_relative_model(kernel, L, H), numerics.sample_task(kernel, 16, L, H,
+    summary = task_shaped_head_summary(hand_copy_relative_model(kernel, L, H), numerics.sample_task(kernel, 16, L, H,
                                                                                                  rng=rng))
     assert summary["example_offset"] == [k + 1 for k in range(L)]
     assert summary["position_offset"] == [0] * L and min(summary["same_position_mass"]) > 0.99
@@ -273,35 +273,36 @@ def test_head_summary_reads_the_relative_hand_set_heads():
 def test_relative_initialisation():
     """Relative positions at step 0: no example or position embedding; every head's position bias is
     −slope·|h − h'| (peak at the same position), its example biases N(0, std²) from the caller's generator."""
-    c = StandardConfig(d=3, max_H=5, max_L=6, K=200, width=200, position="relative")
-    absolute = StandardConfig(d=3, max_H=5, max_L=6, K=2, width=8)
+    c = TaskShapedConfig(d=3, max_H=5, max_L=6, K=200, width=200, position="relative")
+    absolute = TaskShapedConfig(d=3, max_H=5, max_L=6, K=2, width=8)
     assert c.initial_qk_gain == 0.5 and absolute.initial_qk_gain == 4.0
     assert replace(absolute, position="relative").initial_qk_gain == 0.5  # derived, not frozen at construction
-    assert StandardConfig(d=3, max_H=5, max_L=6, K=2, width=8, position="relative", qk_gain=2.0).initial_qk_gain == 2.0
-    model = StandardTransformer(c, generator=torch.Generator().manual_seed(0))
+    given = TaskShapedConfig(d=3, max_H=5, max_L=6, K=2, width=8, position="relative", qk_gain=2.0)
+    assert given.initial_qk_gain == 2.0
+    model = TaskShapedTransformer(c, generator=torch.Generator().manual_seed(0))
     names = {name for name, _ in model.named_parameters()}
     assert not any(name.startswith(("ex.", "pos.")) for name in names) and {"rel_example", "rel_position"} <= names
     offsets = torch.arange(-4, 5).abs().float()
     torch.testing.assert_close(model.rel_position, -c.relative_position_slope * offsets.expand(200, -1))
     u = model.rel_example.detach().numpy().ravel()
     assert abs(u.std() - c.relative_example_std) < 0.3 and abs(u.mean()) < 0.3  # 1400 draws: se ~0.1
-    again = StandardTransformer(c, generator=torch.Generator().manual_seed(0))
-    other = StandardTransformer(c, generator=torch.Generator().manual_seed(1))
+    again = TaskShapedTransformer(c, generator=torch.Generator().manual_seed(0))
+    other = TaskShapedTransformer(c, generator=torch.Generator().manual_seed(1))
     assert torch.equal(again.rel_example, model.rel_example)
     assert not torch.equal(other.rel_example, model.rel_example)
 
 
 @pytest.mark.slow
-def test_trained_standard_transformer_leaves_the_uniform_attention_plateau():
+def test_trained_task_shaped_transformer_leaves_the_uniform_attention_plateau():
     """fig2 setting (d=5, H=10, L=10), seed 0, 500 steps (~45 s on one core): parent accuracy well above chance.
 
     Chance (uniform A^(2)): accuracy mean(1/h) ≈ 0.31, L_pa mean(log h) ≈ 1.42 over h = 1..9; the GPT-2-initialised
     model stayed there.
     """
-    from bma_verify.model.train_config import StandardOptions, TrainConfig
+    from bma_verify.model.train_config import TaskShapedOptions, TrainConfig
     from bma_verify.model.training import train
 
-    config = TrainConfig(model=StandardOptions(width=64), d=5, H=10, L=10, K=4, lr=0.003, batch_size=32, steps=500,
+    config = TrainConfig(model=TaskShapedOptions(width=64), d=5, H=10, L=10, K=4, lr=0.003, batch_size=32, steps=500,
                          eval_every=500, eval_contexts=512, seed=0, device="cpu")
     metrics = train(config).metrics
     h = np.arange(1, 10)
@@ -311,21 +312,21 @@ def test_trained_standard_transformer_leaves_the_uniform_attention_plateau():
 
 
 @pytest.mark.slow
-def test_relative_standard_transformer_learns_to_divide_the_examples():
+def test_relative_task_shaped_transformer_learns_to_divide_the_examples():
     """The quick tier's relative-position run (model/presets.py), 250 of its steps on report seed 1's training seed
     (~35 s on one core): parent accuracy well above chance (uniform A^(2): mean over h of 1/h at H = 6, 0.457) and
     at least three of the four examples copied at the same position by a head of their own. With the absolute
     model's qk_gain 4 it stays at 0.454 (docs/notes/exp-robustness.md), so this fails if the bias is drowned."""
-    from bma_verify.model.analysis import standard_head_summary
+    from bma_verify.model.analysis import task_shaped_head_summary
     from bma_verify.model.presets import preset_configs
     from bma_verify.model.training import eval_batch, train
 
-    config = replace(preset_configs("robustness", tier="quick", seed=1962963093274989103, device="cpu")["standard"],
+    config = replace(preset_configs("robustness", tier="quick", seed=1962963093274989103, device="cpu")["task-shaped"],
                      steps=250, eval_every=250, eval_contexts=512)
     run = train(config)
     chance = float(np.mean(1 / np.arange(1, config.H)))
     assert run.metrics["parent_accuracy"] > chance + 0.2, run.metrics["parent_accuracy"]  # measured 0.857
-    covered = standard_head_summary(run.model, eval_batch(config, run.kernel, config.L))["covered"]
+    covered = task_shaped_head_summary(run.model, eval_batch(config, run.kernel, config.L))["covered"]
     assert len(covered) >= 3, covered
 
 
@@ -358,7 +359,7 @@ def test_copy_initialised_layer1_head_k_reads_example_k_at_the_same_position(see
     row (L, h') puts > 0.99 of its attention on position h (h') of example k. The attention is recomputed from the
     q, k and mask that the model hands to scaled_dot_product_attention (softmax(q kᵀ/√hs) over allowed keys)."""
     L, H, K = 10, 10, 10  # the robustness run's sizes (d = 5, width 120)
-    model = StandardTransformer(StandardConfig(d=5, max_H=H, max_L=L, K=K, width=120, layer1_init="copy"),
+    model = TaskShapedTransformer(TaskShapedConfig(d=5, max_H=H, max_L=L, K=K, width=120, layer1_init="copy"),
                                 generator=torch.Generator().manual_seed(seed))
     rng = np.random.default_rng(seed)
     context, query = rng.integers(0, 5, (8, L, H)), rng.integers(0, 5, (8, H))
@@ -372,9 +373,9 @@ def test_copy_initialised_layer1_head_k_reads_example_k_at_the_same_position(see
 
 def test_copy_initialisation_needs_a_head_wider_than_the_positions():
     with pytest.raises(ValueError, match="layer1_init 'copy'"):
-        StandardConfig(d=3, max_H=8, max_L=2, K=4, width=32, layer1_init="copy")
+        TaskShapedConfig(d=3, max_H=8, max_L=2, K=4, width=32, layer1_init="copy")
     with pytest.raises(ValueError, match="layer1_init must be one of"):
-        StandardConfig(d=3, max_H=4, max_L=2, K=2, width=8, layer1_init="oracle")
+        TaskShapedConfig(d=3, max_H=4, max_L=2, K=2, width=8, layer1_init="oracle")
 
 
 @pytest.mark.parametrize("position", ["absolute", "relative"])
@@ -383,7 +384,7 @@ def test_layer1_query_attention_is_what_the_model_hands_to_sdpa(seed, position, 
     # reference: softmax(q kᵀ/√hs) over the allowed keys, recomputed from the q, k and mask the forward pass passes
     # to scaled_dot_product_attention (its first H rows are the query stream of the last example)
     L, H, K = 3, 5, 4
-    model = StandardTransformer(StandardConfig(d=3, max_H=H, max_L=L, K=K, width=32, position=position),
+    model = TaskShapedTransformer(TaskShapedConfig(d=3, max_H=H, max_L=L, K=K, width=32, position=position),
                                 generator=torch.Generator().manual_seed(seed))
     rng = np.random.default_rng(seed)
     context, query = torch.as_tensor(rng.integers(0, 3, (6, L, H))), torch.as_tensor(rng.integers(0, 3, (6, H)))
@@ -395,22 +396,22 @@ def test_layer1_query_attention_is_what_the_model_hands_to_sdpa(seed, position, 
 def test_head_summary_of_the_copy_initialised_model_finds_one_head_per_example():
     # reference: layer1_init="copy" makes head k read example k at the same position (the test above, > 0.99), i.e.
     # example offset L − k; at the mimetic start no head reads one example at the same position
-    from bma_verify.model.analysis import standard_head_summary
+    from bma_verify.model.analysis import task_shaped_head_summary
     from bma_verify.numerics import random_kernel, sample_task
 
     L, H = 10, 10
     rng = np.random.default_rng(0)
     batch = sample_task(random_kernel(5, rng=rng), 16, L, H, rng=rng)
-    copy = StandardTransformer(StandardConfig(d=5, max_H=H, max_L=L, K=L, width=120, layer1_init="copy"),
+    copy = TaskShapedTransformer(TaskShapedConfig(d=5, max_H=H, max_L=L, K=L, width=120, layer1_init="copy"),
                                generator=torch.Generator().manual_seed(0))
-    summary = standard_head_summary(copy, batch)
+    summary = task_shaped_head_summary(copy, batch)
     assert summary["example_offset"] == [L - k for k in range(L)]
     assert min(summary["same_position_mass"]) > 0.99 and summary["position_offset"] == [0] * L
     assert summary["covered"] == list(range(1, L + 1)) and summary["uncovered"] == []
     assert np.allclose(np.sum(summary["example_mass"], 1), 1.0) and np.allclose(np.sum(summary["position_mass"], 1), 1.0)
-    # the mimetic start with as many heads (model/standard.py): copies of the same position exist, but the heads
+    # the mimetic start with as many heads (model/task_shaped.py): copies of the same position exist, but the heads
     # crowd onto recent examples instead of dividing the ten among themselves
-    mimetic = StandardTransformer(StandardConfig(d=5, max_H=H, max_L=L, K=L, width=120),
+    mimetic = TaskShapedTransformer(TaskShapedConfig(d=5, max_H=H, max_L=L, K=L, width=120),
                                   generator=torch.Generator().manual_seed(0))
-    start = standard_head_summary(mimetic, batch)
+    start = task_shaped_head_summary(mimetic, batch)
     assert np.mean(start["same_position_mass"]) > 0.5 and len(start["covered"]) <= L // 2

@@ -1,6 +1,8 @@
-"""A standard two-layer pre-norm transformer with FFNs and a summed residual (Appendix G; ``exp-robustness``).
+"""The task-shaped transformer (ours): two streams, two layers, pre-norm, FFNs and a summed residual, with
+attention masks and relative biases shaped to the task (a diagnostic of ``exp-robustness``; the standard
+transformer of Appendix G is the GPT of model/gpt.py).
 
-Positions (``StandardConfig.position``): "absolute" sums token + example index + position embeddings (GPT-2's
+Positions (``TaskShapedConfig.position``): "absolute" sums token + example index + position embeddings (GPT-2's
 way); "relative" keeps only the token in the residual stream and gives every layer-1 head a learned bias over the
 key's offset from its row, u_k[l − l'] + v_k[h − h'] (T5's relative bias, Raffel et al. 2020, on the two axes of
 the (example, position) grid, as Swin's 2-D bias, Liu et al. 2021). exp-robustness trains the relative one.
@@ -16,13 +18,13 @@ language-model objective, −log f(x^l_h) averaged over every example (context a
 read from the ones before it. Example 2 read from example 1 alone is the easy case of "copy the same position of
 an earlier example", so every batch carries that curriculum.
 
-The architecture can express BMA's parent selection exactly with either positions: tests/test_model_standard.py
+The architecture can express BMA's parent selection exactly with either positions: tests/test_model_task_shaped.py
 sets weights by hand (head k copies x^k_h from the same position h, layer 2 scores Σ_k log π(copy_k(h) |
 copy_k(h'))) and gets A^(2) = the BMA posterior to 1e-4.
 
 What it takes to train (history: docs/notes/exp-robustness.md): from GPT-2's small initialisation nothing leaves
 the uniform-attention plateau, since a pairing signal in layer 2 needs layer-1 heads that already copy the same
-position; the initialisation here (:class:`StandardConfig`) makes such copies exist at step 0. With relative
+position; the initialisation here (:class:`TaskShapedConfig`) makes such copies exist at step 0. With relative
 positions every head starts preferring the same position of an example offset drawn at random, so that the heads
 lean to different examples, as BMA's copier needs one head per example; the oldest example is the one most often
 left uncovered, because an offset of L exists only in the query example's terms of the loss (hence the option to
@@ -43,14 +45,14 @@ from bma_verify.model._common import TwoLayerModel, causal_softmax, check_int_fi
 LAYER1_INITS = ("mimetic", "copy")
 POSITIONS = ("absolute", "relative")
 #: layer1_init "copy": query-bias x key-projection gain on the target example, and the position-match gain. At
-#: step 0 each head then puts > 0.99 of its attention on its (example, position) (tests/test_model_standard.py).
+#: step 0 each head then puts > 0.99 of its attention on its (example, position) (tests/test_model_task_shaped.py).
 COPY_GAIN, POSITION_GAIN = 6.0, 2.0
-#: qk_gain when StandardConfig leaves it None, by position encoding (see StandardConfig)
+#: qk_gain when TaskShapedConfig leaves it None, by position encoding (see TaskShapedConfig)
 DEFAULT_QK_GAIN = {"absolute": 4.0, "relative": 0.5}
 
 
 @dataclass
-class StandardConfig:
+class TaskShapedConfig:
     """d, max_H, max_L (largest L), K layer-1 heads, width (divisible by K), ffn_mult; the initialisation scales.
 
     position : "absolute" (learned example and position embeddings summed into the tokens, as in GPT-2) or
@@ -131,10 +133,10 @@ class FeedForward(nn.Module):
         return self.down(F.gelu(self.up(x)))
 
 
-class StandardTransformer(TwoLayerModel):
+class TaskShapedTransformer(TwoLayerModel):
     """Two-stream, two-layer pre-norm transformer; layer 2 is a single head so A^(2) is one matrix."""
 
-    def __init__(self, config: StandardConfig, *, generator: torch.Generator | None = None):
+    def __init__(self, config: TaskShapedConfig, *, generator: torch.Generator | None = None):
         super().__init__()
         self.config = c = config
         self.d, self.K = c.d, c.K
@@ -269,7 +271,7 @@ class StandardTransformer(TwoLayerModel):
     def layer1_query_attention(self, context, query) -> torch.Tensor:
         """Layer-1 attention of the query stream of the last example: (B, K, H, (L+1)·H), row h of head k over
         the content keys in raster order (example l', position h'); the analogue of the structured copier's
-        attention, from which :func:`model.analysis.standard_head_summary` reads where each head goes."""
+        attention, from which :func:`model.analysis.task_shaped_head_summary` reads where each head goes."""
         context, query = self._tokens(context, query)  # on the model's device
         B, L, H = context.shape
         dev = context.device
