@@ -26,21 +26,13 @@ import numpy as np
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
+# Interrupted is raised here and imported from here by callers; it lives with the handlers it comes from
+from bma_verify.reports.stopping import STOP_SIGNALS, Interrupted, install_stop_handlers  # noqa: F401
+
 BACKENDS = ("joblib", "dask")
 
 #: Seconds workers get to exit after SIGTERM before SIGKILL.
 STOP_GRACE_S = 3.0
-
-
-class Interrupted(KeyboardInterrupt):
-    """A stop asked by signal ``signum`` (SIGINT or SIGTERM); the worker processes are already stopped.
-
-    A KeyboardInterrupt, so that code which lets Ctrl-C through (joblib, Hypothesis, the report builder) lets it
-    through too. The command exits 128 + ``signum``: 130 for SIGINT, 143 for SIGTERM."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = int(signum)
 
 
 def spawn_seeds(seed: int, n: int) -> list[np.random.SeedSequence]:
@@ -216,30 +208,19 @@ def children_ignore_interrupts():
 
 
 @contextlib.contextmanager
-def stop_on_signals(signums: Sequence[int] = (signal.SIGINT, signal.SIGTERM)):
+def stop_on_signals(signums: Sequence[int] = STOP_SIGNALS):
     """Within the block, SIGINT and SIGTERM stop the workers (:func:`stop_workers`), then raise
     :class:`Interrupted` in the main thread. Further signals are ignored while the block cleans up (SIGKILL
     still ends it). The previous handlers are restored on exit."""
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         yield
         return
-    owner = os.getpid()
-    # a signal already ignored (``nohup``, a background job of a script) stays ignored
-    previous = {s: signal.getsignal(s) for s in signums if signal.getsignal(s) is not signal.SIG_IGN}
 
-    def handler(signum, frame):
-        if os.getpid() != owner:  # a forked child: behave as it would without this handler
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-            return
-        for s in previous:
-            signal.signal(s, signal.SIG_IGN)
+    def stop(signum: int) -> None:
         logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)  # its notes on lost workers are expected
         stop_workers()
-        raise Interrupted(signum)
 
-    for s in previous:
-        signal.signal(s, handler)
+    previous = install_stop_handlers(stop, signums)
     try:
         yield
     finally:

@@ -311,3 +311,22 @@ def test_closing_the_output_pipe_ends_quietly_with_status_141(tmp_path):
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141 and err == ""
+
+
+def test_stop_handlers_raise_once_keep_an_ignored_signal_ignored_and_restore():
+    # Reference: the handlers' contract (reports.stopping): a stop calls on_stop, raises Interrupted with its signal
+    # and ignores further stops; a signal ignored before stays ignored; the previous handlers are returned intact.
+    from bma_verify.reports.stopping import install_stop_handlers
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    seen = []
+    try:
+        previous = install_stop_handlers(seen.append, (signal.SIGTERM, signal.SIGUSR1))
+        assert set(previous) == {signal.SIGTERM} and signal.getsignal(signal.SIGUSR1) is signal.SIG_IGN
+        with pytest.raises(Interrupted) as stopped:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs as soon as the call returns
+        assert stopped.value.signum == signal.SIGTERM and seen == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # a second stop is not answered twice
+    finally:
+        for s, old in before.items():
+            signal.signal(s, old)
