@@ -34,19 +34,20 @@ NEAR_BMA = 0.10
 #: that stalls under one CPU setting moves its row by up to 0.33) and of a row's mean over L' (≤ 0.0098).
 GAP_BAND = 0.04
 MEAN_GAP_BAND = 0.015
-#: Regression tolerances (the reference: quick tier, first training seed). The L = 5 run stalls under avx2, hence
-#: the wide grid tolerance; R3 reads the same runs and R2 (full tier only) has no reference, so both take R1's.
-#: A row's mean gap moved by 0.021 under ATEN_CPU_CAPABILITY=default and 0.015 under avx2 with 2 threads (1000 steps,
-#: report seed 0); 0.05 leaves room for other CPUs. docs/notes/exp-fig5-generalization.md has the command.
-MEAN_GAP_TOL, GAP_TOL, OWN_GAP_TOL = {"abs": 0.05}, {"abs": 0.35}, {"abs": 0.16}
+#: Regression tolerances (the reference: quick tier, first training seed). The L = 5 run stalls under some CPU paths,
+#: hence the wide grid tolerance; R3 reads the same runs and R2 (full tier only) has no reference: both take R1's.
+#: Measured over OMP 1|2 x ATEN default|avx2|avx512 (the whole quick report, seed 0; docs/notes/trained-checks.md):
+#: a row's mean gap moved by up to 0.021, a grid entry by 0.178 and the L = 5 run's own-L gap by 0.134 (0.015-0.166:
+#: that run is still improving under some settings); each tolerance leaves about 2.5-3x its spread for other CPUs.
+MEAN_GAP_TOL, GAP_TOL, OWN_GAP_TOL = {"abs": 0.05}, {"abs": 0.5}, {"abs": 0.4}
 TOLERANCES = {
     "mean_parent_loss_gap": MEAN_GAP_TOL, "grid": GAP_TOL, "own_L_parent_loss_gap": OWN_GAP_TOL,
-    # the L = 5 run is near BMA at 1 L' under default and 0 under avx2 (seed 0); ρ is −1 under both
-    "test_L_near_bma": {"abs": 1}, "spearman_train_L_vs_mean_gap": {"abs": 0.0},
+    # the L = 5 run is near BMA at 1 L' under avx2|avx512 and 0 under default (seed 0); ρ is −1 under all
+    "test_L_near_bma": {"abs": 2}, "spearman_train_L_vs_mean_gap": {"abs": 0.0},
     "R3_selector_only.mean_parent_loss_gap": MEAN_GAP_TOL, "R3_selector_only.grid": GAP_TOL,
-    "R3_selector_only.test_L_near_bma": {"abs": 1},
+    "R3_selector_only.test_L_near_bma": {"abs": 2},
     "R2_shared_budget.mean_parent_loss_gap": MEAN_GAP_TOL, "R2_shared_budget.grid": GAP_TOL,
-    "R2_shared_budget.test_L_near_bma": {"abs": 1}, "R2_shared_budget.own_L_parent_loss_gap": OWN_GAP_TOL,
+    "R2_shared_budget.test_L_near_bma": {"abs": 2}, "R2_shared_budget.own_L_parent_loss_gap": OWN_GAP_TOL,
     "R2_shared_budget.spearman_train_L_vs_mean_gap": {"abs": 0.0}}
 #: The readings that decide: the end-to-end runs. R3 (the trained selector on exact copies) is a diagnostic.
 DECIDING_READINGS = ("R1", "R2")
