@@ -213,7 +213,8 @@ def _seeds(trained: dict) -> dict | None:
 
 
 def _reading_text(r: dict) -> str:
-    label, head = r["label"], f"{r['label']} ({READING_NAMES[r['label']]})"
+    label, name = r["label"], READING_NAMES[r["label"]]
+    head = name if name.startswith(label) else f"{label} ({name})"  # "task-shaped (ours): …" names itself
     role = f"decides the {DECIDES[label]} part" if label in DECIDES else "diagnostic"
     if r["seeds"] is None:
         return f"{head}, {role}: {r['reason']}"
