@@ -72,8 +72,8 @@ def build_model(config: TrainConfig, generator: torch.Generator | None = None) -
                                                    init_std=options.init_std),
                                      generator=generator)
     return TaskShapedTransformer(TaskShapedConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, width=options.width,
-                                              layer1_init=options.layer1_init, position=options.position),
-                               generator=generator)
+                                                  layer1_init=options.layer1_init, position=options.position),
+                                 generator=generator)
 
 
 def run_kernel(config: TrainConfig) -> np.ndarray:

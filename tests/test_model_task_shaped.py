@@ -215,7 +215,7 @@ def hand_copy_relative_model(kernel: np.ndarray, L: int, H: int, beta: float = 3
     hs = max(d, -(-need // K))
     w = K * hs
     model = TaskShapedTransformer(TaskShapedConfig(d=d, max_H=H, max_L=L, K=K, width=w, ffn_mult=1,
-                                               position="relative"))
+                                                   position="relative"))
     T, C = 0, d + 1
     O = C + K * d
     logpi = torch.tensor(np.log(kernel), dtype=torch.float32)
@@ -264,7 +264,7 @@ def test_head_summary_reads_the_relative_hand_set_heads():
     L, H = 4, 6
     kernel = numerics.random_kernel(4, eps=0.02, rng=rng)
     summary = task_shaped_head_summary(hand_copy_relative_model(kernel, L, H), numerics.sample_task(kernel, 16, L, H,
-                                                                                                 rng=rng))
+                                                                                                    rng=rng))
     assert summary["example_offset"] == [k + 1 for k in range(L)]
     assert summary["position_offset"] == [0] * L and min(summary["same_position_mass"]) > 0.99
     assert summary["covered"] == list(range(1, L + 1))
@@ -360,7 +360,7 @@ def test_copy_initialised_layer1_head_k_reads_example_k_at_the_same_position(see
     q, k and mask that the model hands to scaled_dot_product_attention (softmax(q kᵀ/√hs) over allowed keys)."""
     L, H, K = 10, 10, 10  # the robustness run's sizes (d = 5, width 120)
     model = TaskShapedTransformer(TaskShapedConfig(d=5, max_H=H, max_L=L, K=K, width=120, layer1_init="copy"),
-                                generator=torch.Generator().manual_seed(seed))
+                                  generator=torch.Generator().manual_seed(seed))
     rng = np.random.default_rng(seed)
     context, query = rng.integers(0, 5, (8, L, H)), rng.integers(0, 5, (8, H))
     att = _layer1_attention_handed_to_sdpa(model, context, query, monkeypatch)  # (B, K, 2H, (L+1)H)
@@ -385,7 +385,7 @@ def test_layer1_query_attention_is_what_the_model_hands_to_sdpa(seed, position, 
     # to scaled_dot_product_attention (its first H rows are the query stream of the last example)
     L, H, K = 3, 5, 4
     model = TaskShapedTransformer(TaskShapedConfig(d=3, max_H=H, max_L=L, K=K, width=32, position=position),
-                                generator=torch.Generator().manual_seed(seed))
+                                  generator=torch.Generator().manual_seed(seed))
     rng = np.random.default_rng(seed)
     context, query = torch.as_tensor(rng.integers(0, 3, (6, L, H))), torch.as_tensor(rng.integers(0, 3, (6, H)))
     expected = _layer1_attention_handed_to_sdpa(model, context, query, monkeypatch)[:, :, :H]
@@ -403,7 +403,7 @@ def test_head_summary_of_the_copy_initialised_model_finds_one_head_per_example()
     rng = np.random.default_rng(0)
     batch = sample_task(random_kernel(5, rng=rng), 16, L, H, rng=rng)
     copy = TaskShapedTransformer(TaskShapedConfig(d=5, max_H=H, max_L=L, K=L, width=120, layer1_init="copy"),
-                               generator=torch.Generator().manual_seed(0))
+                                 generator=torch.Generator().manual_seed(0))
     summary = task_shaped_head_summary(copy, batch)
     assert summary["example_offset"] == [L - k for k in range(L)]
     assert min(summary["same_position_mass"]) > 0.99 and summary["position_offset"] == [0] * L
@@ -412,6 +412,6 @@ def test_head_summary_of_the_copy_initialised_model_finds_one_head_per_example()
     # the mimetic start with as many heads (model/task_shaped.py): copies of the same position exist, but the heads
     # crowd onto recent examples instead of dividing the ten among themselves
     mimetic = TaskShapedTransformer(TaskShapedConfig(d=5, max_H=H, max_L=L, K=L, width=120),
-                                  generator=torch.Generator().manual_seed(0))
+                                    generator=torch.Generator().manual_seed(0))
     start = task_shaped_head_summary(mimetic, batch)
     assert np.mean(start["same_position_mass"]) > 0.5 and len(start["covered"]) <= L // 2

@@ -34,7 +34,7 @@ def run(seed: int, K=16, width=64, L=4, H=6, d=5, steps=1500, lr=0.01, batch=128
         pos_slope=4.0, ex_delay=0, query_only=0, eval_every=250, heads=False, device="cpu") -> dict:
     kernel = numerics.random_kernel(d, alpha=1.0, eps=0.0, rng=np.random.default_rng([seed, 0]))
     config = TaskShapedConfig(d=d, max_H=H, max_L=L, K=K, width=width, position="relative", qk_gain=qk_gain,
-                            relative_example_std=ex_std, relative_position_slope=pos_slope)
+                              relative_example_std=ex_std, relative_position_slope=pos_slope)
     model = TaskShapedTransformer(config, generator=torch.Generator().manual_seed(seed)).to(device)
     held = numerics.sample_task(kernel, 1024, L, H, rng=np.random.default_rng([seed, 2]))
     reference = bma_reference(kernel, held)
