@@ -25,6 +25,7 @@ from bma_verify.numerics.enumeration import MAX_SEQUENCES
 from bma_verify.numerics.estimators import mean_estimate
 from bma_verify.numerics.gradient import init_gradient, init_gradient_samples
 from bma_verify.numerics.information import _depths
+from bma_verify.numerics.init_gradient_sweep import argmax_status
 from bma_verify.numerics.task import _sample_chains, _stationary_distribution
 
 #: Refuse a check whose arrays would need more than this many bytes at once.
@@ -259,6 +260,20 @@ def monte_carlo_status(margins, stderr, z: float = MONTE_CARLO_Z) -> str:
     if (margins + z * stderr < 0).any():
         return "violation"
     return "holds" if (margins - z * stderr > 0).all() else "undecided"
+
+
+def exact_form_decision(exact: dict, parent: int) -> dict:
+    """Theorem 3's exact π̄ form at one position from :func:`exact_form_gradients`: the argmax rule when it was
+    enumerated; by Monte Carlo :func:`monte_carlo_status` over the margins, reported at the worst one.
+    Returns ``exact_form`` (status), ``exact_margin``, ``exact_margin_stderr`` and, for Monte Carlo,
+    ``exact_samples``."""
+    if exact["method"] == "enumeration":
+        status, margin = argmax_status(exact["gradient"], parent)
+        return {"exact_form": status, "exact_margin": margin, "exact_margin_stderr": 0.0}
+    worst = int(np.argmin(exact["margins"]))
+    return {"exact_form": monte_carlo_status(exact["margins"], exact["margins_stderr"]),
+            "exact_margin": float(exact["margins"][worst]),
+            "exact_margin_stderr": float(exact["margins_stderr"][worst]), "exact_samples": exact["n"]}
 
 
 def monte_carlo_samples(d: int, positions) -> int:

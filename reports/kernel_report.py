@@ -39,9 +39,9 @@ from bma_verify.numerics.claim_sweeps import MI_FLOOR, TIE_ATOL, VIOLATION_RTOL
 from bma_verify.numerics.enumeration import MAX_SEQUENCES
 from bma_verify.numerics.init_gradient_sweep import argmax_status
 from bma_verify.numerics.large_kernels import (MAX_BYTES, MAX_OPERATIONS, MONTE_CARLO_Z, check_cost,
-                                               dobrushin_coefficient_blocked, exact_form_gradients,
-                                               j_form_gradients, kernel_powers, monte_carlo_samples,
-                                               monte_carlo_status, tree_pair_table)
+                                               dobrushin_coefficient_blocked, exact_form_decision,
+                                               exact_form_gradients, j_form_gradients, kernel_powers,
+                                               monte_carlo_samples, tree_pair_table)
 from bma_verify.reports.core import jsonable
 from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.search import replayable_kernel_findings
@@ -106,19 +106,8 @@ def _thm3_rows(kernel, trees, laws, rng, init) -> list[dict]:
         exact = exact_form_gradients(kernel, parents, h, init, tokens=chains.get(t), rng=rng)
         rows.append({"tree": t, "h": h, "parent": parent, "J_form": status, "J_margin": margin,
                      "J_gradient": gradient.tolist(), "exact_method": exact["method"],
-                     **_exact_decision(exact, parent), "exact_gradient": exact["gradient"].tolist()})
+                     **exact_form_decision(exact, parent), "exact_gradient": exact["gradient"].tolist()})
     return rows
-
-
-def _exact_decision(exact: dict, parent: int) -> dict:
-    """The exact π̄ form's status at one position: argmax rule when enumerated; with Monte Carlo "holds" or
-    "violation" only when every margin clears ``MONTE_CARLO_Z`` standard errors, else "undecided"."""
-    if exact["method"] == "enumeration":
-        status, margin = argmax_status(exact["gradient"], parent)
-        return {"exact_form": status, "exact_margin": margin, "exact_margin_stderr": 0.0}
-    worst = int(np.argmin(exact["margins"]))
-    return {"exact_form": monte_carlo_status(exact["margins"], exact["margins_stderr"]), "exact_margin": float(exact["margins"][worst]),
-            "exact_margin_stderr": float(exact["margins_stderr"][worst]), "exact_samples": exact["n"]}
 
 
 def _construction(kernel, rng, stationary, contexts: int = 32, H: int = 8) -> dict:

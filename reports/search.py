@@ -32,8 +32,8 @@ from bma_verify.numerics.dpi_sweep import LEMMA3_CANDIDATES, lemma3_check_pair, 
 from bma_verify.numerics._validate import check_positive_int
 from bma_verify.numerics.enumeration import MAX_SEQUENCES
 from bma_verify.numerics.init_gradient_sweep import argmax_status, thm3_check_position
-from bma_verify.numerics.large_kernels import (MONTE_CARLO_SAMPLES, MONTE_CARLO_Z, exact_form_gradients,
-                                               j_form_gradients, monte_carlo_status)
+from bma_verify.numerics.large_kernels import (MONTE_CARLO_SAMPLES, MONTE_CARLO_Z, exact_form_decision,
+                                               exact_form_gradients, j_form_gradients)
 from bma_verify.reports.replay import EXTENSION_TARGETS, check_extension_fields, check_extension_instance
 
 TARGETS = ("lemma3", "thm3")
@@ -481,10 +481,9 @@ def _check_thm3_large(instance: dict, kernel, parents, h: int, init, form: str) 
                                2)
         seed = check_positive_int(instance.get("replay_seed", 0), "instance['replay_seed']", 0)
         exact = exact_form_gradients(kernel, parents, h, init, n=n, rng=np.random.default_rng(seed))
-        worst = int(np.argmin(exact["margins"]))
-        margin, stderr = float(exact["margins"][worst]), float(exact["margins_stderr"][worst])
+        decision = exact_form_decision(exact, parent)  # what check --kernel decides
+        status, margin, stderr = decision["exact_form"], decision["exact_margin"], decision["exact_margin_stderr"]
         values = exact["gradient"]
-        status = monte_carlo_status(exact["margins"], exact["margins_stderr"])
         method = "enumeration" if exact["method"] == "enumeration" else \
             f"Monte Carlo, {n} chains (seed {seed}), decided at {MONTE_CARLO_Z:g} standard errors"
     verdict = {"violation": "fail", "undecided": "undecided"}.get(status, "pass")
