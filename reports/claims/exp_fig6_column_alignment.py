@@ -53,26 +53,29 @@ def column_sides(ctx: CheckContext, column_error: float, row_error: float) -> di
             "column_below_row": threshold_side(column_error, row_error, band)}
 
 
-def shift_for_column_error(W, kernel, direction, raise_by: float) -> float:
-    """The s ≥ 0 at which the row shift W + s·direction·1ᵀ raises W's column error by ``raise_by`` (bisection; the
-    column error of a matrix is at most 2, so a larger raise is refused)."""
-    base = analysis.column_softmax_error(W, kernel)
-
-    def raised(s: float) -> float:
-        return analysis.column_softmax_error(analysis.row_shift(W, s * direction), kernel) - base
-
-    if raise_by <= 0:
-        return 0.0
+def _scale_reaching(reach, target: float, name: str) -> float:
+    """The smallest s ≥ 0 with ``reach(s) ≥ target`` for a ``reach`` increasing from reach(0) ≤ 0 (doubling, then
+    60 bisection steps); ValueError naming ``name`` when no s up to 1e4 reaches it."""
     high = 1.0
-    while raised(high) < raise_by:
+    while reach(high) < target:
         high *= 2
         if high > 1e4:
-            raise ValueError(f"raise_by = {raise_by} is beyond what a row shift along direction reaches")
+            raise ValueError(f"{name} = {target} is beyond what a shift along the direction reaches")
     low = 0.0
     for _ in range(60):
         mid = (low + high) / 2
-        low, high = (mid, high) if raised(mid) < raise_by else (low, mid)
+        low, high = (mid, high) if reach(mid) < target else (low, mid)
     return high
+
+
+def shift_for_column_error(W, kernel, direction, raise_by: float) -> float:
+    """The s ≥ 0 at which the row shift W + s·direction·1ᵀ raises W's column error by ``raise_by`` (the column
+    error of a matrix is at most 2, so a larger raise is refused)."""
+    base = analysis.column_softmax_error(W, kernel)
+    if raise_by <= 0:
+        return 0.0
+    return _scale_reaching(lambda s: analysis.column_softmax_error(analysis.row_shift(W, s * direction), kernel)
+                           - base, raise_by, "raise_by")
 
 
 def row_shift_power(ctx: CheckContext, W_tf, kernel) -> tuple[list[dict], float]:
@@ -148,19 +151,12 @@ def _summary(m: dict, sides: dict, control: Control, record: dict) -> str:
 
 def column_shifted_construction(ctx: CheckContext, kernel, row_error: float) -> np.ndarray:
     """log π + t·1âᵀ: Theorem 1's selector moved along the shift Prop. 1 leaves free (column softmax unchanged), with
-    â a N(0, 1) direction of unit RMS and t ≥ 0 bisected so that the row error is ``row_error``."""
+    â a N(0, 1) direction of unit RMS and t ≥ 0 such that the row error is ``row_error``."""
     z = ctx.rng("fig6:column-shift").normal(size=kernel.shape[0])
     direction, log_pi = z / np.sqrt(np.mean(z ** 2)), np.log(kernel)
-    low, high = 0.0, 1.0
-    while analysis.row_softmax_error(log_pi + high * direction[None, :], kernel) < row_error:
-        high *= 2
-        if high > 1e4:
-            raise ValueError(f"row_error = {row_error} is beyond what a column shift along the direction reaches")
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (mid, high) if analysis.row_softmax_error(log_pi + mid * direction[None, :], kernel) < row_error \
-            else (low, mid)
-    return log_pi + high * direction[None, :]
+    t = _scale_reaching(lambda s: analysis.row_softmax_error(log_pi + s * direction[None, :], kernel), row_error,
+                        "row_error")
+    return log_pi + t * direction[None, :]
 
 
 def _construction_control(ctx: CheckContext) -> Control:
