@@ -226,7 +226,7 @@ def violates(value: float, alpha: float, mi_true: float) -> bool:
     return bool(value - alpha > tolerance * max(1.0, abs(alpha)))
 
 
-def _pair_index(out: dict, h: int, S) -> int:
+def pair_index(out: dict, h: int, S) -> int:
     """Index of the pair (h, S) in the lists of :func:`dag_lemma3_sets` (ValueError when it is not one)."""
     index = next((i for i in range(out["h"].size) if out["h"][i] == h and out["S"][i] == tuple(S)), None)
     if index is None:
@@ -240,7 +240,7 @@ def planted_overlap_ratio(eps: float = 0.05) -> dict:
     I(x_3; x_{0,2}) / I(x_3; x_{0,1}), I(x_3; x_{0,1}), min π and a JSON-ready record."""
     inst = overlap_ratio_one_instance(2, eps)
     out = dag_lemma3_sets(inst["kernels"], inst["parent_sets"])
-    p = _pair_index(out, inst["h"], inst["S"])
+    p = pair_index(out, inst["h"], inst["S"])
     return {"ratio": float(out["ratio"][p]), "mi_true": float(out["mi_true"][p]), "eps": eps,
             "min_pi": float(min(t.min() for t in inst["kernels"])),
             "record": dag_instance_record(inst["kernels"], inst["parent_sets"], None, h=inst["h"], S=list(inst["S"]),
@@ -258,7 +258,7 @@ def recheck_stored_lemma3(stored) -> list[dict]:
         kernels = check_dag_kernels(record["kernels"])
         init = None if record["init"] is None else np.asarray(record["init"], dtype=np.float64)
         res = dag_lemma3_sets(kernels, np.asarray(record["parent_sets"]), init)
-        p = _pair_index(res, record["h"], record["S"])
+        p = pair_index(res, record["h"], record["S"])
         bound, alpha_name = LEMMA3_SET_CANDIDATES[record["candidate"]]
         value = float(res["ratio"][p] if bound == "ratio" else res["excess"][p])
         alpha = float(kernel_constants(kernels)["alphas"][alpha_name])

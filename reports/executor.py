@@ -7,8 +7,8 @@ given). Each task carries its own seed (see :func:`spawn_seeds`), so results nev
 number of workers or on the order in which workers finish.
 
 :func:`stop_on_signals` makes SIGINT (Ctrl-C) and SIGTERM (a batch scheduler's stop) stop the worker processes
-first, then raise :class:`Interrupted` in the main thread, so that every ``finally`` and ``except BaseException``
-above (temporary folders, atomic writes) runs with no worker left to write into them.
+first, then raise :class:`~bma_verify.reports.stopping.Interrupted` in the main thread, so that every ``finally``
+and ``except BaseException`` above (temporary folders, atomic writes) runs with no worker left to write into them.
 """
 from __future__ import annotations
 
@@ -26,8 +26,7 @@ import numpy as np
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
-# Interrupted is raised here and imported from here by callers; it lives with the handlers it comes from
-from bma_verify.reports.stopping import STOP_SIGNALS, Interrupted, install_stop_handlers  # noqa: F401
+from bma_verify.reports.stopping import STOP_SIGNALS, install_stop_handlers
 
 BACKENDS = ("joblib", "dask")
 

@@ -21,7 +21,8 @@ import numpy as np
 
 from bma_verify.numerics.dag import check_dag_kernels
 from bma_verify.numerics.dag_gradient import GRADIENT_FORMS, TIE_ATOL, dag_thm3_check_position
-from bma_verify.numerics.dag_lemma3 import LEMMA3_SET_CANDIDATES, _pair_index, dag_lemma3_sets, recheck_stored_lemma3
+from bma_verify.numerics.dag_lemma3 import (LEMMA3_SET_CANDIDATES, dag_lemma3_sets, pair_index,
+                                            recheck_stored_lemma3)
 from bma_verify.numerics.dag_lemma4 import dag_lemma4_terms
 from bma_verify.reports.checks.dag_common import IDENTITY_ATOL
 from bma_verify.reports.claims.footnote1_selective_induction import (EXACT_ATOL, REPLAY_STATEMENTS, per_lag_errors,
@@ -78,7 +79,7 @@ def _dag_lemma3(instance, kernels, parent_sets, h, S, init) -> dict:
     min_pi = float(min(t.min() for t in kernels))
     if candidate == "below_one":
         out = dag_lemma3_sets(kernels, parent_sets, init)
-        p = _pair_index(out, h, S)
+        p = pair_index(out, h, S)
         value, alpha, T = float(out["ratio"][p]), 1.0, list(out["T"][p])
         holds = not (abs(value - 1.0) <= RATIO_ONE_ATOL and min_pi > 0)
         what = "I(x_h; x_S)/I(x_h; x_T) (some α < 1 needs a ratio < 1)"
@@ -100,7 +101,8 @@ def _dag_lemma4(kernels, parent_sets, h, S, init) -> dict:
     gap = float(terms["lhs"])
     holds = gap > IDENTITY_ATOL or min_pi <= 0  # the statement: Δ > 0 whenever π ≥ ε > 0
     return _result("dag-lemma4", holds, f"Δ = E log π(x_h|x_T) − E log π(x_h|x_S) = {gap:.3g} nats at h={h}, "
-                   f"S={list(S)}, T={list(terms['T'])}, min π = {min_pi:.3g} (strictness needs Δ > {IDENTITY_ATOL:g})",
+                   f"S={list(S)}, T={list(terms['T'])}, min π = {min_pi:.3g} (strictness needs Δ > "
+                   f"{IDENTITY_ATOL:g})",
                    gap=gap, min_pi=min_pi, h=h, S=list(S), T=list(terms["T"]))
 
 

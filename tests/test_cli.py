@@ -17,8 +17,8 @@ import torch
 from bma_verify.model._common import prepare_run_dir
 from bma_verify.numerics.atomic import destination, temporary_sibling, write_atomic
 from bma_verify.reports import cli
-from bma_verify.reports.executor import Interrupted
 from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
+from bma_verify.reports.stopping import Interrupted
 from tests.report_stand_ins import beyond_registry  # noqa: F401 (a fixture)
 
 
@@ -316,7 +316,7 @@ def test_closing_the_output_pipe_ends_quietly_with_status_141(tmp_path):
 def test_stop_handlers_raise_once_keep_an_ignored_signal_ignored_and_restore():
     # Reference: the handlers' contract (reports.stopping): a stop calls on_stop, raises Interrupted with its signal
     # and ignores further stops; a signal ignored before stays ignored; the previous handlers are returned intact.
-    from bma_verify.reports.stopping import install_stop_handlers
+    from bma_verify.reports.stopping import install_stop_handlers  # noqa: PLC0415 (beside its contract)
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     seen = []

@@ -133,7 +133,8 @@ def test_a_tier_that_trains_nothing_records_no_seed_and_no_plateau_and_cannot_pa
     assert record["seeds"]["count_rule"] == trained.count_rule_text(3)
     assert record["converged"]["plateaued"] is False and record["converged"]["converged_seeds"] == 0
     control = Control("a near miss", {}, rejected=True)
-    assert settle(CheckOutcome(verdict="pass", measured={}, control=control, **record)) == ("inconclusive", "not converged")
+    outcome = CheckOutcome(verdict="pass", measured={}, control=control, **record)
+    assert settle(outcome) == ("inconclusive", "not converged")
     assert seeds_line(record["seeds"]).startswith("none trained at this tier (quick tier cannot decide: too slow)")
 
 
