@@ -4,31 +4,25 @@ transformer of Appendix G is the GPT of model/gpt.py).
 
 Positions (``TaskShapedConfig.position``): "absolute" sums token + example index + position embeddings (GPT-2's
 way); "relative" keeps only the token in the residual stream and gives every layer-1 head a learned bias over the
-key's offset from its row, u_k[l − l'] + v_k[h − h'] (T5's relative bias, Raffel et al. 2020, on the two axes of
-the (example, position) grid, as Swin's 2-D bias, Liu et al. 2021). exp-robustness trains the relative one.
-To predict x^l_h without seeing it the model keeps two
-streams (the two-stream attention of XLNet, Yang et al. 2019): a *content* stream that holds the real tokens, and
-a *query* stream whose row (l, h) holds a [MASK] token at (example l, position h). Layer 1 (K heads), in raster
-order: query row (l, h) and content row (l, h) both attend to the content of every earlier example and of their
-own example before h (a content row never attends to itself; its token is already in its residual stream).
-Layer 2 (one head, the parent selector A^(2)): query row (l, h) attends to content rows (l, h'), h' < h. Each
-layer: x + Attn(LN(x)), then x + FFN(LN(x)); output through a final LayerNorm and an unembedding (the usual logit
-output). ``forward`` returns A^(2) and the log-probabilities of the query example only; ``loss`` is the standard
-language-model objective, −log f(x^l_h) averaged over every example (context and query) and h >= 1, each example
-read from the ones before it. Example 2 read from example 1 alone is the easy case of "copy the same position of
-an earlier example", so every batch carries that curriculum.
+key's offset from its row, u_k[l − l'] + v_k[h − h'] (T5's relative bias, Raffel et al. 2020, on the two axes of the
+(example, position) grid, as Swin's 2-D bias, Liu et al. 2021). exp-robustness trains the relative one. To predict
+x^l_h without seeing it the model keeps two streams (the two-stream attention of XLNet, Yang et al. 2019): a
+*content* stream that holds the real tokens, and a *query* stream whose row (l, h) holds a [MASK] token at (example
+l, position h). Layer 1 (K heads), in raster order: query row (l, h) and content row (l, h) both attend to the
+content of every earlier example and of their own example before h (a content row never attends to itself; its token
+is already in its residual stream). Layer 2 (one head, the parent selector A^(2)): query row (l, h) attends to
+content rows (l, h'), h' < h. Each layer: x + Attn(LN(x)), then x + FFN(LN(x)); output through a final LayerNorm and
+an unembedding (the usual logit output). ``forward`` returns A^(2) and the log-probabilities of the query example
+only; ``loss`` is the standard language-model objective, −log f(x^l_h) averaged over every example (context and
+query) and h >= 1, each example read from the ones before it. Example 2 read from example 1 alone is the easy case
+of "copy the same position of an earlier example", so every batch carries that curriculum.
 
 The architecture can express BMA's parent selection exactly with either positions: tests/test_model_task_shaped.py
 sets weights by hand (head k copies x^k_h from the same position h, layer 2 scores Σ_k log π(copy_k(h) |
 copy_k(h'))) and gets A^(2) = the BMA posterior to 1e-4.
 
-What it takes to train (history: docs/notes/exp-robustness.md): from GPT-2's small initialisation nothing leaves
-the uniform-attention plateau, since a pairing signal in layer 2 needs layer-1 heads that already copy the same
-position; the initialisation here (:class:`TaskShapedConfig`) makes such copies exist at step 0. With relative
-positions every head starts preferring the same position of an example offset drawn at random, so that the heads
-lean to different examples, as BMA's copier needs one head per example; the oldest example is the one most often
-left uncovered, because an offset of L exists only in the query example's terms of the loss (hence the option to
-weigh later examples more, ``loss(example_weight_power=p)``).
+Its initialisation (:class:`TaskShapedConfig`) makes copies of the same position exist at step 0, which a pairing
+signal in layer 2 needs; why, and what else was tried: docs/notes/exp-robustness.md.
 """
 from __future__ import annotations
 

@@ -21,9 +21,7 @@ x_0 and x_1 share their marginal). For k ≥ 2 there is in general no law μ₀ 
 law of x_h depends on the *joint* law of its parents, which are dependent through shared ancestors. "Stationary"
 for a DAG therefore means only this choice of μ₀; every function also takes a given μ₀.
 
-Random kernel families (:func:`random_dag_kernels`): each π_m stacks d**(m−1) independent
-``numerics.random_kernel(d, alpha=alpha, eps=eps, rng=rng)`` draws, so every row is Dirichlet(α·1) mixed as
-(1 − d·ε)·P + ε (every entry ≥ ε). With k = 1 this is exactly ``random_kernel`` on the same stream.
+Random kernel families: :func:`random_dag_kernels`.
 
 Candidate parent sets
 ---------------------
