@@ -47,11 +47,13 @@ NOISE_BAND = {
     "accuracy": 0.01,  # parent accuracy, also per L' (thm2): converged runs ≤ 0.0055
     "parent_loss_gap": 0.003,  # L_pa and its gap: range 0.0007 (TRAINED_TOL), rounded up as gap_to_bma's
 }
-#: Regression tolerances of fig2's run (quick tier, seed 0): about three times its range over CPU settings.
+#: Regression tolerances of fig2's first training seed (quick tier, report seed 0). These values move with the CPU
+#: path: largest deviation from the reference over OMP 1|2 x ATEN default|avx2|avx512 (docs/notes/trained-checks.md)
+#: in the comments; another machine moves them further, hence the margin.
 TRAINED_TOL = {
-    "gap_to_bma": {"abs": 0.003},  # query loss and its gap: range 0.00076
-    "parent_loss_gap": {"abs": 0.01},  # L_pa and its gap: range 0.0007
-    "parent_accuracy": {"abs": 0.01},  # range 0.0023
+    "gap_to_bma": {"abs": 0.003},  # query loss and its gap: 0.00051
+    "parent_loss_gap": {"abs": 0.01},  # L_pa and its gap: 0.00081
+    "parent_accuracy": {"abs": 0.01},  # 0.0011
 }
 #: The columns of ``loss_split_rows``.
 LOSS_COLUMNS = ["run", "query loss", "BMA loss", "gap", "L_pa", "BMA L_pa", "logit-rule floor",

@@ -31,8 +31,9 @@ NOISE_BAND = {"off_block": 0.075, "w_ov_error": 0.025}
 #: (a quarter of every output row drawn from the wrong kernel).
 CONTROL_SHIFTS = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.0)
 NEAR_MISS_SHIFT = 0.25
-TOLERANCES = {"off_block_fraction": {"abs": 0.015},  # about three times fig2's range 0.0028
-              "softmax_W_OV_error": {"abs": 0.005},  # about three times fig2's range 0.0006
+# moved by the CPU path (OMP 1|2 x ATEN default|avx2|avx512, first training seed; docs/notes/trained-checks.md)
+TOLERANCES = {"off_block_fraction": {"abs": 0.015},  # by up to 0.0039
+              "softmax_W_OV_error": {"abs": 0.005},  # by up to 0.0002
               "parent_loss_gap": TRAINED_TOL["parent_loss_gap"],
               # counts over CPU settings: copying heads 9-13 (all peak at offset 0), examples covered 7-8
               "copying_heads": {"abs": 4}, "copying_heads_peaking_at_0": {"abs": 4}, "examples_covered": {"abs": 1}}

@@ -65,7 +65,8 @@ THM2_INSTANCES = {"random": {"parents": [-1, 0, 1, 1, 2, 0], "L": [1, 2, 4, 8, 1
                            "L": [1, 2, 3, 4, 6, 8, 12, 16, 24]}}
 #: Planted exponent factors of the power curve: the bound exp(−f·LΔ²/(2 log²(1/ε))) judged by the same rule.
 POWER_FACTORS = (1.5, 2.0, 2.5, 3.0, 4.0)
-#: Regression tolerance of the trained model's accuracy per L' (fig2's run; shared noise: reports.checks.trained).
+#: Regression tolerance of the trained model's accuracy per L' (fig2's run). It moves with the CPU path: by up to
+#: 0.0059 over OMP 1|2 x ATEN default|avx2|avx512 (first training seed; docs/notes/trained-checks.md).
 ACCURACY_BY_L_TOL = {"abs": 0.015}
 
 
