@@ -5,8 +5,9 @@
 
 For each development seed (>= 1000; report training seeds are below 1000), trains ``PRESET_RUNS[("fig2", TIER)]``
 and prints one JSON line: the run's decided values (query-loss gap, L_pa gap, parent-accuracy shortfall), its
-plateau test, its parent accuracy per test L' (thm2's rule), its parameter summary (fig3's rule), and the same values for BMA reading the last m of its
-L examples, m = 1 … L, on the run's held-out contexts. docs/notes/trained-checks.md has the numbers.
+plateau test, its parent accuracy per test L' (thm2's rule), its parameter summary (fig3's rule), the same values for BMA reading the last m of its
+L examples, m = 1 … L, on the run's held-out contexts, and thm2's near-miss control per test L' (BMA reading L' − 1
+of L': its parent-accuracy shortfall from BMA's). docs/notes/trained-checks.md has the numbers.
 """
 from __future__ import annotations
 
@@ -33,10 +34,16 @@ def main(tier: str, seeds: list[int]) -> None:
             truncated = analysis.truncated_bma_metrics(run.kernel, batch, examples)
             for k in DECIDED:
                 bma[k].append(truncated[k])
+        control = {}
+        for L in m["by_test_L"]:
+            test_batch = eval_batch(run.config, run.kernel, int(L))
+            near = analysis.truncated_bma_metrics(run.kernel, test_batch, max(int(L) - 1, 1))
+            control[L] = near["bma_parent_accuracy"] - near["parent_accuracy"]
         print(json.dumps({"seed": seed, "tier": tier, "steps": m["steps"], **{k: m[k] for k in DECIDED},
                           "by_test_L": {L: row["parent_accuracy"] - row["bma_parent_accuracy"]
                                         for L, row in m["by_test_L"].items()},
                           "plateau": run_plateau(m, min_drop=0.003)["plateaued"], "bma_reading_m": bma,
+                          "control_shortfall_by_L": control,
                           "parameters": parameters(run)}), flush=True)
 
 
