@@ -5,7 +5,8 @@ the spread of the reproduction rule's values, beside the rule's power on the key
 
 For each development seed (>= 1000; report training seeds are below 1000), trains both models at the tier's sizes
 on report seed 0's instance A and prints one JSON line: the rule's values (``_decide_models``), both runs' plateau
-tests. docs/notes/prop2-ds-quadratic.md has the numbers.
+tests; at the tiers where the FFN of ours trains (``FFN_TIERS``), its upper 3-SE gap bound and plateau test too.
+docs/notes/prop2-ds-quadratic.md has the numbers.
 """
 from __future__ import annotations
 
@@ -25,7 +26,12 @@ def main(tier: str, seeds: list[int]) -> None:
         ev = {name: m["eval"] for name, m in result["metrics"].items()}
         rule = prop2._decide_models(ev["bilinear"], ev["key-norm"])
         plateaued = {name: trace_plateau(m["history"]["loss"])["plateaued"] for name, m in result["metrics"].items()}
-        print(json.dumps({"seed": seed, "tier": tier, "rule": rule, "plateaued": plateaued,
+        ffn = {}
+        if tier in prop2.FFN_TIERS:
+            run = prop2._trained_ffn(ctx, seed)
+            ffn = {"ffn_gap_upper": prop2._decide_ffn(run["eval"], prop2._fit_curves(ctx)["bilinear"])["gap_upper"],
+                   "ffn_plateaued": trace_plateau(run["history"]["loss"])["plateaued"]}
+        print(json.dumps({"seed": seed, "tier": tier, "rule": rule, "plateaued": plateaued, **ffn,
                           "key_norm_gap": ev["key-norm"]["gap"], "bilinear_gap": ev["bilinear"]["gap"]}), flush=True)
 
 
