@@ -25,10 +25,11 @@ from bma_verify.model.seeds import SEEDS_PER_TIER, report_training_seeds
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.core import CheckContext, Control
 
-#: Thresholds shared by the trained checks, per tier. L_pa's is set between fig2's quick run on development seeds
-#: 1000-1004 (converged runs: +0.011 to +0.014) and the near-miss control BMA reading 9 of 10 examples (+0.043 to
-#: +0.060 on the same runs' contexts); docs/notes/trained-checks.md. The full tier keeps it (fig2's setting, more
-#: steps; not yet measured on development seeds at that size).
+#: Thresholds shared by the trained checks, per tier. Quick: L_pa's is set between fig2's quick run on development
+#: seeds 1000-1004 (converged runs: +0.011 to +0.014) and the near-miss control BMA reading 9 of 10 examples (+0.043
+#: to +0.060 on the same runs' contexts). Full: each is ceil to 0.005 of (largest value over fig2's full run on
+#: development seeds 1000-1004, all converged) + its noise band, by a rule written down before the measurement;
+#: the near miss stays rejected on every one of them. docs/notes/trained-checks.md.
 THRESHOLDS = {
     "quick": {
         "parent_loss_gap": 0.028,
@@ -37,8 +38,9 @@ THRESHOLDS = {
         # BMA's parent accuracy minus the run's: BMA reading 5 of 10 falls short by 0.133, converged runs ≤ 0.016
         "accuracy_shortfall": 0.05,
     },
-    # the paper's sizes: tighter where a converged run has room below the threshold plus its band
-    "full": {"parent_loss_gap": 0.028, "gap": 0.008, "accuracy_shortfall": 0.02},
+    # development seeds: L_pa +0.0045 to +0.0113 (near miss +0.044 to +0.054); gap 0.0005-0.0011 (near miss
+    # 0.0027-0.0077); largest shortfall over L' 0.0095-0.026 (near miss, reading L' − 1 of L': 0.071-0.116)
+    "full": {"parent_loss_gap": 0.015, "gap": 0.005, "accuracy_shortfall": 0.04},
 }
 #: Run-to-run noise of a decided value: its range over CPU kernels (ATEN_CPU_CAPABILITY) for a converged run,
 #: rounded up. A value within this of its threshold is undecided.
