@@ -38,12 +38,17 @@ D, H, RHO = 5, 10, 0.5  # ρ = 0.5 puts the best-bilinear gap's peak at small L'
 SMALL_L = 5  # "small L'": L' <= 5
 CLOSED_BY_L = 20  # "closing near L' ≈ 20": the bilinear model's gap has closed at every L' >= 20 tested
 TRAIN_L = 30  # copier heads = the largest L' the models see (training L' ~ U{1..30})
-GAP_TOL = 0.02  # nats: "within training error" of BMA (the target set for the key-norm model)
+GAP_TOL = 0.02  # nats: the claim's reading of the bilinear gap (shown at L' <= 5, closed near L' ≈ 20)
+#: nats: "closes the gap", a trained selector within training error of BMA (the key-norm model, the FFN of ours):
+#: 2 × the largest upper 3-SE gap bound of the development runs, rounded up to 0.001, by a rule written down before
+#: they were measured (seeds 1000-1002, both tiers; docs/notes/prop2-ds-quadratic.md). GAP_TOL accepted the key-norm
+#: selector at 0.8 × its exact weights, 0.0125 nats from BMA.
+CLOSES_TOL = 0.007
 FIT_RESOLUTION = 1e-6  # nats: the smallest gap the convex fit tells from zero (150x its largest residual)
 KEY_NORM_TOL = 1e-4  # nats: the key-norm fit (its family contains the posterior) must reach zero gap within this
 BELOW_BILINEAR_L = 10  # "below the best bilinear W at every L' <= 10"
-READINGS = Readings(d=D, H=H, rho=RHO, small_L=SMALL_L, closed_by_L=CLOSED_BY_L, train_L=TRAIN_L, gap_tol=GAP_TOL,
-                    below_bilinear_L=BELOW_BILINEAR_L)
+READINGS = Readings(d=D, H=H, rho=RHO, small_L=SMALL_L, closed_by_L=CLOSED_BY_L, train_L=TRAIN_L,
+                    gap_tol=GAP_TOL, closes_tol=CLOSES_TOL, below_bilinear_L=BELOW_BILINEAR_L)
 # Regression tolerances: 1000x the spread measured over threads x instruction sets (seed 0, quick tier); values
 # not listed moved by 0 and keep the default abs 1e-9.
 FIT_TOLERANCES = {"bilinear_gap_eval": {"abs": 2e-5}, "bilinear_gap_eval_se": {"abs": 1.2e-5},
@@ -215,9 +220,9 @@ def _gap_bounds(ev: dict, L_range) -> tuple[float, float]:
 
 
 def _closes(ev: dict) -> tuple[bool, float]:
-    """'Closes the gap': the upper 3-SE bound of the gap is within GAP_TOL of BMA at every L' tested."""
+    """'Closes the gap': the upper 3-SE bound of the gap is within CLOSES_TOL of BMA at every L' tested."""
     upper = _gap_bounds(ev, lambda L: True)[1]
-    return upper <= GAP_TOL, upper
+    return upper <= CLOSES_TOL, upper
 
 
 def _decide_models(gap_model: dict, closing_model: dict) -> dict:
@@ -252,7 +257,7 @@ def _decide_ffn(ffn: dict, fit: dict) -> dict:
     """The FFN rule (open question 3) on one evaluated model, applied to the trained FFN and to its control (the
     same FFN at its initial weights) alike.
 
-    closes: :func:`_closes` (within GAP_TOL of BMA, upper 3-SE bound, at every L' tested); below bilinear: at
+    closes: :func:`_closes` (within CLOSES_TOL of BMA, upper 3-SE bound, at every L' tested); below bilinear: at
     every L' <= 10 tested, the model's gap + 3 SE is below the best bilinear W's in-sample gap − 3 SE (a lower
     estimate of the family's best: a gap no bilinear score reaches). pass = both.
     """
@@ -377,7 +382,7 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
         measured=render.trained_measured(READINGS, s, ev, {n: m["history"] for n, m in result["metrics"].items()},
                                          rule, conv),
         assumptions=render.trained_assumptions(READINGS, s),
-        threshold={"key_norm_gap_upper_max": GAP_TOL, "bilinear_small_L_gap_lower_min": GAP_TOL,
+        threshold={"key_norm_gap_upper_max": CLOSES_TOL, "bilinear_small_L_gap_lower_min": GAP_TOL,
                    f"bilinear_gap_upper_at_L_ge_{CLOSED_BY_L}_max": GAP_TOL, "count_rule": record["count_rule"],
                    "converged": f"bilinear and key-norm runs: {PLATEAU_RULE}"},
         summary=render.trained_summary(READINGS, s, rule, control, conv, record), derivation=render.DERIVATION[-1:],
@@ -423,7 +428,7 @@ def prop2_ffn_closes_gap(ctx: CheckContext) -> CheckOutcome:
     s, fit = _sizes(ctx), _fit_curves(ctx)["bilinear"]
     control = _ffn_control(fit, _power(ctx))
     scale = f"{ctx.tier} tier: {s['ffn_steps']} steps, hidden {s['ffn']['ffn_hidden']}"
-    statement = (f"an FFN before query-key attention closes the DS gap (SwiGLU, {scale}): within {GAP_TOL} nats "
+    statement = (f"an FFN before query-key attention closes the DS gap (SwiGLU, {scale}): within {CLOSES_TOL} nats "
                  f"of BMA at every L' tested and below the best bilinear W at every L' <= {BELOW_BILINEAR_L}")
     if ctx.tier not in FFN_TIERS:
         return _ffn_untrained(ctx, control, statement)
@@ -444,7 +449,7 @@ def prop2_ffn_closes_gap(ctx: CheckContext) -> CheckOutcome:
         reason=reason, converged=converged, control=control, seeds=record, instance=instance,
         assumptions=[render.ffn_description(READINGS, s), "layer 1 is the exact (β → ∞) copier; training L' ~ "
                      "U{1..30} zero-padded, squared error on the query"],
-        threshold={"ffn_gap_upper_max": GAP_TOL, "count_rule": record["count_rule"],
+        threshold={"ffn_gap_upper_max": CLOSES_TOL, "count_rule": record["count_rule"],
                    "below_best_bilinear": f"gap + 3 SE < best bilinear in-sample gap − 3 SE at every L' <= "
                                           f"{BELOW_BILINEAR_L}", "converged": f"FFN runs: {PLATEAU_RULE}"},
         summary=render.ffn_summary(READINGS, s, scale, rule, control, record),

@@ -112,7 +112,7 @@ def test_model_checks_run_on_short_runs_with_their_controls_and_power(tmp_path, 
     json.dumps(out.control.as_dict())
     assert out.control.rejected and out.seeds["n"] == 3 and all(s < 1000 for s in out.seeds["training_seeds"])
     assert out.control.measured["exact_key_norm_max_gap"] < 1e-6
-    assert out.control.measured["bilinear_closing_gap_upper"] > prop2.GAP_TOL
+    assert out.control.measured["bilinear_closing_gap_upper"] > prop2.CLOSES_TOL
     assert [p["x"] for p in out.control.power] == list(prop2.POWER_SCALES) and out.control.power[0]["rejected"]
     assert any("by construction" in a for a in out.assumptions)
     quick = prop2.prop2_ffn_closes_gap(ctx)  # the quick tier does not train the FFN
@@ -157,7 +157,7 @@ def planted_models(ctx, monkeypatch):
     monkeypatch.setattr(prop2, "_trained", lambda c, seed: results.setdefault(seed, _result(A, [0.002] * 3)))
     monkeypatch.setattr(prop2, "_trained_ffn", lambda c, seed: ffns.setdefault(seed, {
         "model": None, "history": {"loss": list(FLAT_LOSS), "converged": True}, "eval": _eval([0.05, 0.09, 0.13])}))
-    power = {0.0: _eval([0.3, 0.5, 0.1]), 0.5: _eval([0.05, 0.08, 0.02]), 0.9: _eval([0.004, 0.006, 0.001]),
+    power = {0.0: _eval([0.3, 0.5, 0.1]), 0.5: _eval([0.05, 0.08, 0.02]), 0.9: _eval([0.002, 0.003, 0.001]),
              1.0: _eval([1e-12] * 3)}
     monkeypatch.setattr(prop2, "_power", lambda c: power)
     monkeypatch.setattr(prop2.render, "attention_figure", lambda *a, **k: "attention.png")
@@ -166,7 +166,7 @@ def planted_models(ctx, monkeypatch):
 
 def test_trained_models_rule_on_planted_evaluations(ctx, planted_models):
     # Compared against the stated rule: bilinear gap >= 0.075 - 3 SE > 0.02 at L' = 3, closed at L' = 20,
-    # key-norm within 0.02 everywhere, on every seed: pass, with the control (BMA, bilinear) rejected.
+    # key-norm within the closing tolerance (0.002 + 3 SE < 0.007) everywhere, on every seed: pass, with the control (BMA, bilinear) rejected.
     out = prop2.prop2_trained_models(ctx)
     assert settle(out) == ("pass", ""), out.summary
     assert out.converged["plateaued"] and out.control.rejected and out.seeds["counts"]["meet"] == 3
@@ -206,12 +206,23 @@ def test_trained_models_fail_on_converged_key_norm_selectors_frozen_off_bma(ctx,
     A = prop2._instance_A(ctx)
     cfg = prop2.DSModelConfig(selector="key-norm", d=prop2.D, H=prop2.H, L=prop2.TRAIN_L, copier="exact")
     frozen = shrunk_key_norm_evaluations(A, prop2.RHO, cfg, (0.5,), SMALL["fit_L"], n_eval=300, seed=1)[0.5]
-    assert max(frozen["gap"]) > prop2.GAP_TOL
+    assert max(frozen["gap"]) > prop2.CLOSES_TOL
     for seed in prop2._seeds(ctx):
         results[seed] = _result(A, frozen["gap"]) | {}
         results[seed]["metrics"]["key-norm"]["eval"] = frozen
     out = prop2.prop2_trained_models(ctx)
     assert out.converged["plateaued"] and settle(out) == ("fail", "") and out.instance is not None
+
+
+def test_closing_tolerance_rejects_the_tempered_selector_that_gap_tol_accepted():
+    # The key-norm selector at λ × its exact weights, at the quick tier's real sizes; compared against the exact DS
+    # posterior (λ = 1 is BMA itself). λ = 0.8 sits about 0.0125 nats from BMA: GAP_TOL (0.02) accepted it as
+    # "within training error", the closing tolerance set on development seeds must reject it.
+    evaluations = prop2._power(CheckContext(tier="quick", seed=0))
+    closes_08, upper_08 = prop2._closes(evaluations[0.8])
+    assert not closes_08 and prop2.CLOSES_TOL < upper_08 <= prop2.GAP_TOL
+    assert prop2._closes(evaluations[0.95])[0] and prop2._closes(evaluations[1.0])[1] < 1e-9
+    assert prop2.CLOSES_TOL < prop2.GAP_TOL
 
 
 @pytest.mark.slow
@@ -220,7 +231,7 @@ def test_trained_models_check_passes(ctx):
     assert settle(out) == ("pass", ""), out.summary
     json.dumps(jsonable(out.measured))
     assert len(out.figures) == 2 and all((ctx.figures_dir / f).exists() for f in out.figures)
-    assert out.measured["key_norm_gap_upper"] <= prop2.GAP_TOL
+    assert out.measured["key_norm_gap_upper"] <= prop2.CLOSES_TOL
     assert out.measured["training_converged"] and out.control.rejected
 
 
@@ -238,7 +249,7 @@ def test_trained_models_check_catches_a_key_norm_model_without_its_feature(ctx, 
     monkeypatch.setattr(DSModel, "scores", scores_without_key_norm)
     out = prop2.prop2_trained_models(ctx)
     assert out.verdict == "fail", out.summary
-    assert out.instance is not None and max(out.instance["key_norm_gap"]) > prop2.GAP_TOL
+    assert out.instance is not None and max(out.instance["key_norm_gap"]) > prop2.CLOSES_TOL
     assert np.isfinite(out.measured["key_norm_max_gap"])
 
 
