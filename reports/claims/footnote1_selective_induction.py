@@ -289,10 +289,12 @@ def footnote1_selective_training(ctx: CheckContext) -> CheckOutcome:
                           [{k: r["final"][k] for k in ("lag_gap", "query_gap", "token_gap")}
                            | {k: d[k] for k in ("lag_upper", "query_upper")} for r, d in zip(runs, decided)])
     control = near_miss_control(runs[0])
-    measured = {"runs": [{"seed": r["config"]["seed"], "init": r["init"], "final": r["final"],
-                          "converged": r["converged"]["plateaued"], "verdict": d["verdict"],
-                          "lag_upper": d["lag_upper"], "query_upper": d["query_upper"], "kernel": r["kernel"]}
-                         for r, d in zip(runs, decided)],
+    # the first seed's run, as every trained check records it; each seed's values are under ``seeds``
+    first, d0 = runs[0], decided[0]
+    measured = {"first_run": {"seed": first["config"]["seed"], "init": first["init"], "final": first["final"],
+                              "converged": first["converged"]["plateaued"], "verdict": d0["verdict"],
+                              "lag_upper": d0["lag_upper"], "query_upper": d0["query_upper"],
+                              "kernel": first["kernel"]},
                 "passes": statuses.count("pass")}
     return CheckOutcome(
         verdict=verdict, reason=reason, measured=measured, converged=converged, seeds=record, control=control,
@@ -303,10 +305,10 @@ def footnote1_selective_training(ctx: CheckContext) -> CheckOutcome:
                        "lag L_pa model / Bayes", "uniform-lag predictor: KL / query gap", "rule", "converged"],
                       _run_rows(runs, decided))],
         figures=[_figure(ctx, runs[0])] if ctx.figures_dir is not None else [],
-        # float32 training: values move with the CPU path; widths carried over from the per-lag variant's measured
-        # spread (ten times it; docs/notes/footnote1-selective-induction.md)
-        tolerances={"runs.0.final.lag_gap": {"abs": 0.05}, "runs.0.final.query_gap": {"abs": 0.01},
-                    "runs.0.final.token_gap": {"abs": 0.03}},
+        # float32 training: the first run's values move with the CPU path, by at most 0.0019 over ATEN
+        # default|avx2|avx512 (docs/notes/footnote1-selective-induction.md); about 5x that. Its init is exact.
+        tolerances={"first_run.final": {"abs": 0.01}, "first_run.lag_upper": {"abs": 0.01},
+                    "first_run.query_upper": {"abs": 0.01}},
         assumptions=_training_assumptions(runs[0]["config"]))
 
 

@@ -128,7 +128,7 @@ def test_the_check_runs_small_with_its_figure(monkeypatch, tmp_path):
     assert out.figures == ["footnote1_selective_training.png"] and out.seeds["n"] == 3
     assert all(s < DEV_SEED_MIN for s in out.seeds["training_seeds"])
     assert (tmp_path / "footnote1_selective_training.png").exists()
-    assert out.measured["runs"][0]["final"]["uniform_lag_query_gap"] > 0.0 and len(out.control.power) == 8
+    assert out.measured["first_run"]["final"]["uniform_lag_query_gap"] > 0.0 and len(out.control.power) == 8
 
 
 def test_the_development_probe_refuses_report_seeds():
