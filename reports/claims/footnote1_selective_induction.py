@@ -10,8 +10,6 @@ windows. History of both: docs/notes/footnote1-selective-induction.md.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import numpy as np
 
 from bma_verify.numerics.selective_induction import (bayes_predictive, construction_predictive,
