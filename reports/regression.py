@@ -44,6 +44,8 @@ def _tolerance_for(key: str, tolerances: dict) -> dict | None:
 def _close(ref, new, tol: dict | None) -> bool:
     if isinstance(ref, list) and isinstance(new, list):
         return len(ref) == len(new) and all(_close(a, b, tol) for a, b in zip(ref, new))
+    if isinstance(ref, dict) and isinstance(new, dict):  # records inside a list: numbers within tolerance too
+        return ref.keys() == new.keys() and all(_close(ref[k], new[k], tol) for k in ref)
     if isinstance(ref, bool) or isinstance(new, bool) or not (
             isinstance(ref, (int, float)) and isinstance(new, (int, float))):
         return ref == new

@@ -70,3 +70,18 @@ def test_a_reason_that_changes_is_flagged_but_its_decimals_are_not():
     new["claims"][0]["checks"][0]["reason"] = "count rule undecided: 1 of 3 seeds meet the rule, drop 0.0131 nats"
     moved = compare_results(ref, new)
     assert len(moved) == 1 and "reason" in moved[0]
+
+
+def test_records_inside_a_list_compare_their_numbers_within_tolerance():
+    # a list of per-case records (as lemma3's Monte Carlo cases): a rounding-level move passes, a real one does not,
+    # and a changed label or key is a move
+    ref = _results({"cases": [{"case": "a", "ratio": 0.33021161676624580, "n": 3}]})
+    new = copy.deepcopy(ref)
+    new["claims"][0]["checks"][0]["measured"]["cases"][0]["ratio"] = 0.33021161676624560
+    assert compare_results(ref, new) == []
+    new["claims"][0]["checks"][0]["measured"]["cases"][0]["ratio"] = 0.3303
+    assert len(compare_results(ref, new)) == 1
+    new["claims"][0]["checks"][0]["measured"]["cases"][0] = {"case": "b", "ratio": 0.33021161676624580, "n": 3}
+    assert len(compare_results(ref, new)) == 1
+    new["claims"][0]["checks"][0]["measured"]["cases"][0] = {"case": "a", "ratio": 0.33021161676624580}
+    assert len(compare_results(ref, new)) == 1
