@@ -420,7 +420,7 @@ def prop2_ffn_closes_gap(ctx: CheckContext) -> CheckOutcome:
     K slots like the bilinear W; nothing of ‖x‖² is built in. Trained on the report's training seeds (at the tiers
     of ``FFN_TIERS``), evaluated on the contexts of the bilinear and key-norm models.
 
-    Rule per seed (:func:`_decide_ffn`): within 0.02 nats of BMA (upper 3-SE bound) at every L' tested and below
+    Rule per seed (:func:`_decide_ffn`): within CLOSES_TOL of BMA (upper 3-SE bound) at every L' tested and below
     the best bilinear W's in-sample gap (by 3 + 3 SE) at every L' <= 10 tested; a seed counts when its loss record
     has plateaued (:func:`model.convergence.trace_plateau`); the verdict is the count rule. Control:
     :func:`_ffn_control`.
