@@ -20,17 +20,12 @@ same as having L' examples (one model serves every L' <= L).
   k = u W_K + b_K, full rank over the residual width). By default the FFN is LLaMA's gated FFN
   (SwiGLU, no biases) applied to each copied example v^k (zero-padded with ``ffn_spare`` spare residual
   dimensions: u^k = [v^k, 0] + FFN([v^k, 0])), and the score is Σ_k q(u^k_h)·k(u^k_{h'}), the weights shared by
-  the K slots as the bilinear W is. ``ffn_per_slot=False`` applies it to the flattened copies instead (one
-  residual of width K·d + spare), ``ffn_kind="gelu"`` uses nanoGPT's GELU MLP. No LayerNorm: it would remove
-  the norm the missing term is made of. Nothing in the FFN is specific to the task: a product of two linear
-  maps of u can form ‖v‖² (SiLU(z)·z + SiLU(−z)·(−z) = z²), a GELU MLP only approximates it.
+  the K slots as the bilinear W is (variants ``ffn_per_slot``, ``ffn_kind``: docs/notes/prop2-ds-quadratic.md).
 * **Read-out** of the mean: m_h = (Σ_{h'} A_{h→h'} x^{L+1}_{h'}) W_O, trained with squared error; the BMA
   mean is A = posterior, W_O = ρA (row-vector form of ρAᵀx).
 
-The ``ffn`` model keeps the copier of the structured models (its layer 1 is not learned from scratch); it
-answers the question the paper leaves open, whether an FFN between the layers lets a standard query-key
-attention produce the missing key-only term. History of its runs (what closed the gap, what did not):
-docs/notes/prop2-ds-quadratic.md.
+The ``ffn`` model (the paper's open question: can an FFN let query-key attention form the key-only term?) keeps the
+structured copier; history of its runs: docs/notes/prop2-ds-quadratic.md.
 """
 from __future__ import annotations
 

@@ -18,11 +18,8 @@ What is judged (evaluation on held-out sequences, fixed per seed):
   read at the candidates h' = h − κ (not renormalised: mass on a non-candidate counts against the model), and
   the lag L_pa, −log A^(2)_{h, h−κ*} of the drawn lag against −log P(κ* | x_{<t}).
 
-A window overlaps its neighbours: example l at position p holds x_{l−h+p}, which is also example l − 1 at position
-p + 1. A copier head reading example offset a and position offset b therefore copies the token at sequence offset
-a + b, and only that sum matters to the selector; the trained heads need not copy the same position as the
-hand-set construction does. The check judges the lag law the selector puts on the candidates, which does not
-depend on how the copies are routed.
+Copies may be routed differently from the construction (windows overlap); the check judges the lag law only
+(docs/notes/footnote1-selective-induction.md).
 
 Training: a fixed kernel per run (``random_kernel`` from the run's seed), a fresh batch every step from a NumPy
 generator seeded by (seed, step), AdamW with a linear warm-up and cosine decay, gradient clipping, the selector

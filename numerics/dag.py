@@ -1,6 +1,7 @@
 """The k-parent DAG task and its exact Bayesian model averaging (our extension, not the paper's).
 
 Claim id served: ``ext-dag-posterior`` (exact set posterior = brute force; k = 1 is the tree task bit for bit).
+Random kernel families: :func:`random_dag_kernels`.
 
 The task
 --------
@@ -21,16 +22,8 @@ x_0 and x_1 share their marginal). For k ≥ 2 there is in general no law μ₀ 
 law of x_h depends on the *joint* law of its parents, which are dependent through shared ancestors. "Stationary"
 for a DAG therefore means only this choice of μ₀; every function also takes a given μ₀.
 
-Random kernel families: :func:`random_dag_kernels`.
-
-Candidate parent sets
----------------------
-The candidate axis lists all k-subsets of {0, ..., H−1} in *colex* order (by largest element, then the next
-largest, ...): {0,1}, {0,2}, {1,2}, {0,3}, ... for k = 2. The candidates of position h ≥ k are then exactly the
-first C(h, k) entries (the sets with largest element < h), a prefix of one shared list, so the BMA predictive is
-one matrix product as for trees. For k = 1 the list is {0}, {1}, ..., {H−1}: candidate c is parent c, and the
-posterior has the tree's (H, H) layout bit for bit. Rows h < k of a posterior are zero (no choice to make: the
-parent set is {0..h−1}), as row 0 is for trees; the last C(H−1, k−1) columns (sets containing H−1) are always zero.
+Candidate parent sets: all k-subsets of {0, ..., H−1} in colex order, so position h's candidates are a prefix
+(the first C(h, k)); for k = 1 the tree's (H, H) layout bit for bit. Details: docs/notes/ext-dag-posterior.md.
 
 Exact posterior: P(S_h = S | context) ∝ Π_l π_k(x^l_h | x^l_S) for the C(h, k) candidates (uniform prior; the
 posterior factorises over positions because the likelihood does and the prior does).

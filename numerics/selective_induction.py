@@ -15,8 +15,8 @@ and the Bayes-optimal prediction of x_t is Σ_κ w_κ(t) P*(· | x_{t−κ}) wit
 The μ terms are common to every lag and cancel from w. This is ``task="dangelo"``, the default.
 
 Our earlier variant, ``task="per_lag"`` (ours, not theirs): the first κ tokens are drawn from μ, κ the sequence's
-own lag, so a lag-1 sequence follows P* from its second token; its μ terms depend on κ and do not cancel.
-``init`` replaces μ for the first tokens in either task.
+own lag, so a lag-1 sequence follows P* from its second token; its μ terms depend on κ and do not cancel
+(``init`` replaces μ for the first tokens in either task).
 
 The mapping of the tree construction (:func:`construction_predictive`)
 ---------------------------------------------------------------------
@@ -26,10 +26,8 @@ shared by its examples. On their task the context at target t holds the windows 
 window inside the sequence) and the query is the window ending at t; the first k̂ tokens enter only as the
 windows' earlier positions, their μ terms contribute nothing (they cancel), and for t < k̂ the prediction is μ.
 The tree BMA posterior over the candidates {k̂ − κ} is then ∝ Π_{k̂ ≤ s < t} P*(x_s | x_{s−κ}), their lag posterior,
-and its predictive is theirs. On our per-lag variant the windows end at s = 0..t−1, a pad token d stands before
-the sequence, and the tree kernel on d + 1 tokens is π̃ = [[P*, 0], [μ, 0]] (a token with no lag-predecessor is
-drawn from μ). The score is ``numerics.bma.selector_scores`` on the windows, the score the constructed transformer
-computes with exact copies.
+and its predictive is theirs (our per-lag variant's mapping: docs/notes/ext-selective-claim1.md). The score is
+``numerics.bma.selector_scores`` on the windows, as the constructed transformer computes it with exact copies.
 """
 from __future__ import annotations
 

@@ -121,35 +121,26 @@ class CheckOutcome:
         JSON-serialisable numbers (floats, ints, lists, nested dicts); what the regression test compares.
     threshold : Any
         The bound or tolerance the measured values were judged against (JSON-serialisable).
-    summary : str
-        One sentence for the report: what was computed and how it compares.
-    derivation : list of (caption, latex)
-        Steps of a symbolic derivation, rendered in the report.
-    tables, figures : tables of values; figure file names (PNG) relative to the report's ``figures/``.
+    summary, derivation, tables, figures : one sentence for the report; (caption, latex) steps; tables; PNG names.
     instance : dict or None
         The failing instance (JSON, re-checkable with ``bma-verify check --instance``) when the verdict is fail.
     tolerances : dict
         Per value of ``measured``, how far a rerun may move it before the regression test flags it:
-        ``{"key": {"abs": 1e-12}}`` or ``{"key": {"rel": 0.1}}``; keys not listed are compared exactly
-        (non-float) or at ``abs=1e-9`` (float). Monte Carlo and trained values name wider tolerances here, each
-        with the measured spread it comes from in a comment next to it.
+        ``{"key": {"abs": 1e-12}}`` or ``{"key": {"rel": 0.1}}`` (a key covers its children); others: exact or
+        ``abs=1e-9``. Wider ones carry their measured spread in a comment.
     control : Control or None
         The negative control run in the same call (see the module docstring). Required for a ``pass``.
     findings : list of Finding
-        Statements of ours (``stronger`` reading) and their status. A ``stronger`` check that lists none gets
-        one from its verdict (pass → holds, fail → refuted, inconclusive → open).
+        Statements of ours (``stronger``) and their status; none listed: one from the verdict (pass → holds, …).
     reason : str
         Why the verdict is ``inconclusive`` (e.g. "not converged", "interval straddles the bound").
     converged : dict or None
-        For a trained run: its plateau test (``bma_verify.model.convergence.plateau_test``: ``plateaued``,
-        ``improvement``, ``noise_se``, ``window``, ``rule``; None for checks without training). Over several
-        seeds: ``plateaued`` when enough seeds converged to decide, with every seed's test under ``seeds``.
+        A trained run's plateau test (``model.convergence.plateau_test``); over seeds, ``plateaued`` when enough
+        converged to decide, each seed's test under ``seeds``.
     seeds : dict or None
-        For a trained reproduction: its training seeds, each seed's rule status, the counts and the count rule,
-        and per metric the median and range (``reports.checks.trained.seeds_record``).
+        A trained reproduction's seeds, statuses, counts, count rule, per-metric median and range (seeds_record).
     assumptions : list of str
-        The choices the paper leaves open that the verdict rests on (a ``reproduction`` names them on the
-        summary line, e.g. "reading R1: example offsets beyond the training L clipped").
+        The choices the paper leaves open that the verdict rests on (e.g. "reading R1: offsets beyond L clipped").
     """
 
     verdict: str
