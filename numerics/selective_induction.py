@@ -1,7 +1,6 @@
 """The selective-induction task of D'Angelo, Croce and Flammarion ("Selective induction heads", ICLR 2025,
-arXiv 2509.08184), its Bayes-optimal predictor, and the mapping of the tree BMA construction onto it. Claims
-served: ``footnote1-selective-induction`` (a claim of the paper: its construction covers this task) and the
-``ext-selective-*`` claims (their results beside ours).
+arXiv 2509.08184), its Bayes-optimal predictor, and the tree BMA construction mapped onto it. Claims served:
+``footnote1-selective-induction`` (the paper's: its construction covers this task) and ``ext-selective-*`` (ours).
 
 The task (their Sec. 4, built from the text; their code is not used)
 --------------------------------------------------------------------
