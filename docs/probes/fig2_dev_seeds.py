@@ -19,6 +19,8 @@ from bma_verify.model.convergence import run_plateau
 from bma_verify.model.presets import train_preset_runs
 from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.model.training import eval_batch
+from bma_verify.reports.claims import thm2_consistency as thm2
+from bma_verify.reports.core import CheckContext
 
 DECIDED = ("gap_to_bma", "parent_loss_gap", "parent_accuracy", "bma_parent_accuracy")
 
@@ -34,11 +36,9 @@ def main(tier: str, seeds: list[int]) -> None:
             truncated = analysis.truncated_bma_metrics(run.kernel, batch, examples)
             for k in DECIDED:
                 bma[k].append(truncated[k])
-        control = {}
-        for L in m["by_test_L"]:
-            test_batch = eval_batch(run.config, run.kernel, int(L))
-            near = analysis.truncated_bma_metrics(run.kernel, test_batch, max(int(L) - 1, 1))
-            control[L] = near["bma_parent_accuracy"] - near["parent_accuracy"]
+        values, _ = thm2._accuracy_rule(CheckContext(tier=tier, seed=0), run)
+        near = thm2.ignoring_control(CheckContext(tier=tier, seed=0), run, values).measured["parent_accuracy"]
+        control = {str(L): b - a for L, a, b in zip(values["L_test"], near, values["bma"])}
         print(json.dumps({"seed": seed, "tier": tier, "steps": m["steps"], **{k: m[k] for k in DECIDED},
                           "by_test_L": {L: row["parent_accuracy"] - row["bma_parent_accuracy"]
                                         for L, row in m["by_test_L"].items()},
