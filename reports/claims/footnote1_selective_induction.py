@@ -304,7 +304,9 @@ def footnote1_selective_training(ctx: CheckContext) -> CheckOutcome:
                       _run_rows(runs, decided))],
         figures=[_figure(ctx, runs[0])] if ctx.figures_dir is not None else [],
         # float32 training: the first run's values move with the CPU path, by at most 0.0019 over ATEN
-        # default|avx2|avx512 (docs/notes/footnote1-selective-induction.md); about 5x that. Its init is exact.
+        # default|avx2|avx512 and 1|2 threads (docs/notes/footnote1-selective-induction.md); another machine moves
+        # them further, hence about 5x that. Its init is exact. The second seed's outcome (and so the reason's
+        # counts) moves with the path too: no tolerance covers that.
         tolerances={"first_run.final": {"abs": 0.01}, "first_run.lag_upper": {"abs": 0.01},
                     "first_run.query_upper": {"abs": 0.01}},
         assumptions=_training_assumptions(runs[0]["config"]))
