@@ -42,10 +42,12 @@ GPT_SCALE = {"quick": {"d": 5, "H": 4, "L": 3}, "full": {"d": 5, "H": 10, "L": 1
 GPT_TUNED = {"quick": {reading: {"width": 64, "heads": 4, "lr": 3e-3, "batch_size": 64} for reading in GPT_READINGS}}
 GPT_TUNED["quick"]["gpt-d2-absolute"] = {"width": 128, "heads": 8, "lr": 1e-3, "batch_size": 64}
 GPT_TUNED["full"] = GPT_TUNED["quick"]
-#: Steps, evaluations and held-out contexts of a GPT run per tier (the plateau test judges the last 20% of steps).
-#: Quick: the 64 000 contexts of the grid's runs at batch 64. Full: not yet measured (its grid has not been run).
-GPT_SCHEDULE = {"quick": {"steps": 1000, "eval_every": 50, "eval_contexts": 512},
-                "full": {"steps": 8000, "eval_every": 250, "eval_contexts": 4096}}
+#: Contexts, evaluations and held-out contexts of a GPT run per tier (steps = contexts / batch; the plateau test
+#: judges the last 20% of steps). Quick: 64 000 contexts (1000 steps at batch 64). Full: 102 400 contexts (1600 steps
+#: at batch 64), what the 60-minute budget of the full tier's exp-robustness affords on 2 cores, set from step times
+#: alone (docs/notes/exp-robustness.md); 25 evaluations, so the plateau window holds 5.
+GPT_SCHEDULE = {"quick": {"contexts": 64_000, "evaluations": 20, "eval_contexts": 512},
+                "full": {"contexts": 102_400, "evaluations": 25, "eval_contexts": 2048}}
 #: A held-out KL curve whose drop over the plateau window is at most this (nats) is flat whatever its noise: a
 #: tenth of what BMA reading L − 1 of the L examples costs at the quick scale (0.010 nats, development seed 1000).
 KL_RESOLUTION = 0.001
@@ -63,12 +65,15 @@ def gpt_config(config: TrainConfig) -> GPTConfig:
 def gpt_preset_runs(tier: str) -> dict[str, TrainConfig]:
     """The GPT runs of exp-robustness at ``tier``: every reading at its tuned setting, AdamW with nanoGPT's weight
     decay 0.1 on matrices (seed 0 and device "auto"; ``preset_configs`` sets them)."""
-    runs = {}
+    runs, schedule = {}, GPT_SCHEDULE[tier]
     for reading, (depth, position) in GPT_READINGS.items():
         s = GPT_TUNED[tier][reading]
+        steps = schedule["contexts"] // s["batch_size"]
         runs[reading] = TrainConfig(model=GPTOptions(depth=depth, position=position, width=s["width"],
                                                      heads=s["heads"]), **GPT_SCALE[tier], lr=s["lr"],
-                                    batch_size=s["batch_size"], weight_decay=0.1, **GPT_SCHEDULE[tier])
+                                    batch_size=s["batch_size"], weight_decay=0.1, steps=steps,
+                                    eval_every=steps // schedule["evaluations"],
+                                    eval_contexts=schedule["eval_contexts"])
     return runs
 
 

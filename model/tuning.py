@@ -20,14 +20,14 @@ from pathlib import Path
 
 from bma_verify.model._common import write_json_atomic
 from bma_verify.model.convergence import run_plateau
-from bma_verify.model.gpt_training import GPT_READINGS, GPT_SCALE, KL_RESOLUTION, train_gpt
+from bma_verify.model.gpt_training import GPT_READINGS, GPT_SCALE, GPT_SCHEDULE, KL_RESOLUTION, train_gpt
 from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.model.train_config import GPTOptions, TrainConfig
 
 #: The declared grid (the same for every reading).
 GRID = {"width": (64, 128), "heads": (4, 8), "lr": (1e-3, 3e-3), "batch_size": (64, 256)}
-#: Contexts each grid run trains on, per tier (steps = contexts / batch): what the tier's budget affords.
-GRID_CONTEXTS = {"quick": 64_000, "full": 1_024_000}
+#: Contexts each grid run trains on, per tier (steps = contexts / batch): what the tier's own runs train on.
+GRID_CONTEXTS = {tier: schedule["contexts"] for tier, schedule in GPT_SCHEDULE.items()}
 #: Evaluations per grid run (the plateau test needs at least 5 in its window).
 GRID_EVALUATIONS = 12
 

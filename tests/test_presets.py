@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from bma_verify.model import analysis
-from bma_verify.model.presets import (FIG5_R2_PREFIX, FIG5_TEST_L, FIG5_TRAIN_L, PRESET_RUNS, PRESETS, TIERS,
-                                      fig5_heads, fig5_readings, preset_configs, train_preset)
+from bma_verify.model.presets import (FIG5_R2_PREFIX, FIG5_TEST_L, FIG5_TRAIN_L, PRESET_RUNS, PRESETS,
+                                      TASK_SHAPED_FIG2, TIERS, fig5_heads, fig5_readings, preset_configs, train_preset)
 from bma_verify.model.gpt_training import GPT_READINGS
 from bma_verify.model.train_config import AbsoluteOptions, StructuredOptions
 from bma_verify.model.training import build_model, eval_batch, evaluate, run_kernel, train
@@ -122,12 +122,14 @@ def test_the_copy_initialised_diagnostic_runs_at_the_full_tier_only():
 
 
 def test_the_task_shaped_run_reads_relative_positions_from_scratch_at_a_stated_scale():
-    # the quick tier at the declared reduced scale, the full tier at fig2's setting; both from scratch (mimetic
-    # layer 1) with at least one layer-1 head per example (K >= L), the loss weighing example l by l^3
+    # both tiers at the declared reduced scale (a diagnostic; at fig2's setting, TASK_SHAPED_FIG2, a step costs ~5 s
+    # on one core); from scratch (mimetic layer 1) with at least one layer-1 head per example (K >= L), the loss
+    # weighing example l by l^3
     fig2 = preset_configs("fig2", tier="full")["fig2"]
     quick_scale = {"d": 5, "H": 6, "L": 4}
-    for tier, scale in (("quick", quick_scale), ("full", {"d": fig2.d, "H": fig2.H, "L": fig2.L})):
-        c = preset_configs("robustness", tier=tier, seed=5)["task-shaped"]
+    gpu = replace(TASK_SHAPED_FIG2, seed=5)
+    for c, scale in [(preset_configs("robustness", tier=tier, seed=5)["task-shaped"], quick_scale)
+                     for tier in TIERS] + [(gpu, {"d": fig2.d, "H": fig2.H, "L": fig2.L})]:
         assert {"d": c.d, "H": c.H, "L": c.L} == scale and c.seed == 5 and c.K >= c.L
         assert (c.model.kind, c.model.position, c.model.layer1_init) == ("task-shaped", "relative", "mimetic")
         assert c.model.example_weight_power == 3.0 and c.ema == 0.99

@@ -1,11 +1,11 @@
-"""Probe (not part of the package): exp-robustness's full-tier task-shaped run (the paper's fig2 setting, relative
-positions; ``PRESET_RUNS[("robustness", "full")]["task-shaped"]`` in model/presets.py) and variants of it, on a
-GPU, in parallel processes.
+"""Probe (not part of the package): exp-robustness's task-shaped run at the paper's fig2 setting (relative positions;
+``TASK_SHAPED_FIG2`` in model/presets.py, the full tier's run until the full tier took the reduced scale) and
+variants of it, on a GPU, in parallel processes.
 
     PYTHONPATH=. python docs/probes/gpu_task_shaped.py SECONDS OUT_DIR [plain|weighted]
 
 Every variant is
-``train(with_changes(preset_configs("robustness", tier="full", seed=S, device="cuda")["task-shaped"], **changes))``
+``train(with_changes(replace(TASK_SHAPED_FIG2, seed=S, device="cuda"), **changes))``
 for the training seeds S of report seeds 0 and 1 (``CheckContext(seed=R).seed_for("model:robustness")``), run in
 chunks of 1000 steps (``stop_at``/``resume``; a resumed run is exact); after each chunk a JSON line goes to
 OUT_DIR/results.jsonl. No chunk starts after SECONDS. PROBE_DEVICE=cpu runs it without a GPU.
@@ -21,6 +21,7 @@ import multiprocessing as mp
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 SEEDS = {0: 8965275259091543233, 1: 1962963093274989103}
@@ -40,15 +41,14 @@ def one(args):
     import torch
     torch.set_num_threads(1)
     from bma_verify.model.analysis import task_shaped_head_summary
-    from bma_verify.model.presets import preset_configs
+    from bma_verify.model.presets import TASK_SHAPED_FIG2
     from bma_verify.model.seeds import require_dev_seeds
     from bma_verify.model.train_config import with_changes
     from bma_verify.model.training import eval_batch, train
 
     start = time.time()
-    config = with_changes(preset_configs("robustness", tier="full", seed=require_dev_seeds([SEEDS[report_seed]])[0],
-                                         device=os.environ.get("PROBE_DEVICE", "cuda"))["task-shaped"],
-                          **changes)
+    config = with_changes(replace(TASK_SHAPED_FIG2, seed=require_dev_seeds([SEEDS[report_seed]])[0],
+                                  device=os.environ.get("PROBE_DEVICE", "cuda")), **changes)
     folder = Path(out) / f"{label}-R{report_seed}"
     done = 0
     while done < config.steps and time.time() - start < seconds:

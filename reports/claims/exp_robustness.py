@@ -12,6 +12,7 @@ docs/notes/exp-robustness.md.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from bma_verify.model import analysis
 from bma_verify.model.convergence import run_plateau
@@ -57,14 +58,34 @@ KL_Z = 2.0
 RUN_TOLERANCES = {"kl": {"abs": 0.002}, "query_loss": {"abs": 0.002}}
 
 
+def _run_key(ctx: CheckContext, label: str, seed: int) -> str:
+    return f"exp-robustness:{label}:{ctx.tier}:{seed}:{ctx.device}"
+
+
+def _train(tier: str, device: str, quiet: bool, task: tuple[str, int]):
+    """Train reading ``label``'s preset run on training seed ``seed`` (``task`` = (label, seed))."""
+    label, seed = task
+    config = preset_configs("robustness", tier=tier, seed=seed, device=device)[label]
+    return train_gpt(config, quiet=quiet) if label in GPT_READINGS else train(config, quiet=quiet)
+
+
 def train_reading(ctx: CheckContext, label: str, seed: int):
     """Reading ``label``'s run on training seed ``seed`` (the robustness preset's config), trained once per report."""
-    key = f"exp-robustness:{label}:{ctx.tier}:{seed}:{ctx.device}"
+    key = _run_key(ctx, label, seed)
     if key not in ctx.cache:
-        config = preset_configs("robustness", tier=ctx.tier, seed=seed, device=ctx.device)[label]
-        ctx.cache[key] = train_gpt(config, quiet=ctx.quiet) if label in GPT_READINGS else train(config,
-                                                                                              quiet=ctx.quiet)
+        ctx.cache[key] = _train(ctx.tier, ctx.device, ctx.quiet, (label, seed))
     return ctx.cache[key]
+
+
+def train_in_parallel(ctx: CheckContext, tasks: list[tuple[str, int]]) -> None:
+    """Train the (label, seed) runs not yet cached in the report's executor (``--jobs`` workers, each run seeded by
+    its own config, so the numbers do not depend on the workers): how the full tier fits its 60 minutes on 2 cores.
+    With one job (and inside a report's worker) the runs train one by one through :func:`train_reading`."""
+    missing = [t for t in tasks if _run_key(ctx, *t) not in ctx.cache]
+    if ctx.jobs < 2 or len(missing) < 2:
+        return
+    runs = ctx.map(partial(_train, ctx.tier, ctx.device, True), missing, desc="exp-robustness runs")
+    ctx.cache.update({_run_key(ctx, *t): run for t, run in zip(missing, runs)})
 
 
 def kl_side(kl: float, bar: float, se: float) -> str:
@@ -140,6 +161,8 @@ def exp_robustness(ctx: CheckContext) -> CheckOutcome:
     """Appendix G: the standard GPT (deciding reading and diagnostics) and the absolute-PE disentangled model."""
     seeds = training_seeds(ctx, "robustness")
     plan = SEED_PLAN[ctx.tier]
+    # the longest first (the deciding GPT on its seeds), so the workers finish together
+    train_in_parallel(ctx, [(label, s) for label in READING_NAMES if label in plan for s in seeds[:plan[label]]])
     readings = {label: _reading(ctx, label, seeds[:plan[label]]) if label in plan else _skipped(label, ctx.tier)
                 for label in READING_NAMES}
     return _render(ctx, readings, _decide(readings))

@@ -164,3 +164,38 @@ def test_the_grid_declares_its_settings_and_picks_the_lowest_median_kl():
     rows = [{"reading": "r", "width": w, "heads": 4, "lr": 1e-3, "batch_size": 64, "kl": kl}
             for w, kl in ((64, 0.03), (64, 0.01), (64, 0.02), (128, 0.025))]
     assert tuning.best_settings(rows)["r"] == {"width": 64, "heads": 4, "lr": 1e-3, "batch_size": 64, "kl": 0.02}
+
+
+def test_with_two_jobs_every_planned_run_trains_once_in_the_executor_and_is_read_from_the_cache(monkeypatch):
+    # how the full tier fits its 60 minutes on 2 cores: the planned (reading, seed) runs go to the executor in one
+    # map, longest first (the deciding GPT on its seeds), and each is then read from the cache, never retrained.
+    # Reference: the plan (SEED_PLAN) and the report's training seeds, enumerated here by hand.
+    trained, mapped = [], []
+
+    def fake_train(tier, device, quiet, task):
+        trained.append(task)
+        return ("run", tier, *task)
+
+    def fake_map(fn, tasks, desc=None):
+        mapped.append(list(tasks))
+        return [fn(t) for t in tasks]
+
+    monkeypatch.setattr(robustness, "_train", fake_train)
+    monkeypatch.setattr(robustness, "_reading", lambda ctx, label, seeds: [robustness.train_reading(ctx, label, s)
+                                                                            for s in seeds])
+    monkeypatch.setattr(robustness, "_decide", lambda readings: readings)
+    monkeypatch.setattr(robustness, "_render", lambda ctx, readings, d: readings)
+    ctx = CheckContext(tier="full", seed=0, jobs=2)
+    monkeypatch.setattr(ctx, "map", fake_map)
+    readings = robustness.exp_robustness(ctx)
+    seeds, plan = training_seeds(ctx, "robustness"), robustness.SEED_PLAN["full"]
+    expected = [(label, s) for label in robustness.READING_NAMES if label in plan for s in seeds[:plan[label]]]
+    assert mapped == [expected] and trained == expected
+    assert expected[:5] == [(robustness.DECIDING_GPT, s) for s in seeds[:5]]
+    assert readings[robustness.DECIDING_GPT] == [("run", "full", robustness.DECIDING_GPT, s) for s in seeds[:5]]
+    # one job: no map; each run trains where it is read
+    trained.clear(), mapped.clear()
+    ctx = CheckContext(tier="full", seed=0, jobs=1)
+    monkeypatch.setattr(ctx, "map", fake_map)
+    robustness.exp_robustness(ctx)
+    assert mapped == [] and sorted(trained) == sorted(expected)
