@@ -13,6 +13,7 @@ How the thresholds and bands were measured: docs/notes/trained-checks.md.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -20,9 +21,11 @@ from bma_verify import numerics
 from bma_verify.model import analysis
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.convergence import run_plateau
-from bma_verify.model.presets import train_preset_runs
+from bma_verify.model.gpt_training import train_gpt
+from bma_verify.model.presets import preset_configs, train_preset_runs
 from bma_verify.model.seeds import SEEDS_PER_TIER, report_training_seeds
-from bma_verify.model.training import eval_batch
+from bma_verify.model.train_config import GPTOptions
+from bma_verify.model.training import eval_batch, train
 from bma_verify.reports.core import CheckContext, Control
 
 #: Thresholds shared by the trained checks, per tier. Quick: L_pa's is set between fig2's quick run on development
@@ -72,20 +75,56 @@ def training_seeds(ctx: CheckContext, name: str) -> list[int]:
     return report_training_seeds(ctx.seed, f"model:{name}", SEEDS_PER_TIER[ctx.tier])
 
 
+def _runs_key(ctx: CheckContext, name: str, output: str, seed: int) -> str:
+    return f"model.presets:{name}:{output}:{ctx.tier}:{seed}:{ctx.device}"
+
+
 def trained_runs(ctx: CheckContext, name: str, output: str = "mixture", replicate: int = 0) -> dict:
     """The preset's trained runs {label: TrainRun} on the report's training seed number ``replicate``
     (:func:`training_seeds`), trained once on ``ctx.device`` and then taken from ``ctx.cache``."""
     name = "fig2" if name == "fig3" else name
     seed = training_seeds(ctx, name)[replicate]
-    key = f"model.presets:{name}:{output}:{ctx.tier}:{seed}:{ctx.device}"
+    key = _runs_key(ctx, name, output, seed)
     if key not in ctx.cache:
         ctx.cache[key] = train_preset_runs(name, tier=ctx.tier, seed=seed, device=ctx.device, quiet=ctx.quiet,
                                            output=output)
     return ctx.cache[key]
 
 
+def _train_one(name: str, tier: str, device: str, output: str, task: tuple[int, str]):
+    """One run of preset ``name``: ``task`` = (training seed, run label)."""
+    seed, label = task
+    config = preset_configs(name, tier=tier, seed=seed, device=device, output=output)[label]
+    return train_gpt(config, quiet=True) if isinstance(config.model, GPTOptions) else train(config, quiet=True)
+
+
+def _cost(config) -> int:
+    """A run's size, to hand out the longest first: steps × batch × stream length × heads."""
+    return config.steps * config.batch_size * (config.L + 1) * config.H * max(config.K, 1)
+
+
+def train_seeds_in_parallel(ctx: CheckContext, name: str, output: str = "mixture") -> None:
+    """Train every run of every training seed not yet cached in the report's executor (``--jobs`` workers, one
+    torch thread each; each run is seeded by its config, so the numbers do not depend on the workers), the longest
+    first. With one job, and inside a report's worker, nothing happens here: the runs train one by one."""
+    if ctx.jobs < 2:
+        return
+    name = "fig2" if name == "fig3" else name
+    seeds = [s for s in training_seeds(ctx, name) if _runs_key(ctx, name, output, s) not in ctx.cache]
+    configs = {s: preset_configs(name, tier=ctx.tier, seed=s, device=ctx.device, output=output) for s in seeds}
+    tasks = sorted(((s, label) for s in seeds for label in configs[s]), key=lambda t: -_cost(configs[t[0]][t[1]]))
+    if len(tasks) < 2:
+        return
+    runs = dict(zip(tasks, ctx.map(partial(_train_one, name, ctx.tier, ctx.device, output), tasks,
+                                   desc=f"{name} runs")))
+    for s in seeds:  # in the preset's label order, as train_preset_runs returns them
+        ctx.cache[_runs_key(ctx, name, output, s)] = {label: runs[(s, label)] for label in configs[s]}
+
+
 def seeded_runs(ctx: CheckContext, name: str, output: str = "mixture") -> list[dict]:
-    """Every training seed's runs of the preset, in :func:`training_seeds` order."""
+    """Every training seed's runs of the preset, in :func:`training_seeds` order (trained in the report's workers
+    when it has several: :func:`train_seeds_in_parallel`)."""
+    train_seeds_in_parallel(ctx, name, output)
     return [trained_runs(ctx, name, output, replicate=r) for r in range(SEEDS_PER_TIER[ctx.tier])]
 
 
