@@ -68,6 +68,10 @@ def _check_parser(sub) -> None:
     check.add_argument("--instance", metavar="FILE", help="re-check a saved counterexample instance (JSON)")
     check.add_argument("--list", action="store_true", help="list the claim ids and their checks, run nothing")
     check.add_argument("--quiet", action="store_true")
+    check.add_argument("--jobs", type=int, default=1,
+                       help="worker processes (joblib, one torch thread each) for the sweeps and for the runs of a "
+                            "trained check's seeds, e.g. --jobs 2 for the full tier on 2 cores; every run is seeded, "
+                            "so the numbers do not depend on it (default 1)")
     _device_arg(check)
     _threads_arg(check)
 
@@ -311,7 +315,7 @@ def _check(args) -> int:
         raise ValueError("--units applies with --kernel only (the report and results.json are in nats and say so)")
     with tempfile.TemporaryDirectory() as figures:
         ctx = CheckContext(tier=args.tier, seed=args.seed, figures_dir=Path(figures), quiet=args.quiet or args.json,
-                           options={}, device=args.device)
+                           options={}, device=args.device, jobs=args.jobs)
         records = run_claims(claims, ctx, progress=not (args.quiet or args.json))
     if args.json:
         print(json.dumps({"tier": args.tier, "seed": args.seed, "threads": args.threads, "device": args.device,

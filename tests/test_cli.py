@@ -212,6 +212,7 @@ BAD_INPUTS = {
     "parent list with a letter": (["check", "--kernel", "{t}/K.npy", "--parents", "-1,0,x"],
                                   ["--parents", "'-1,0,x'"]),
     "no workers": (["report", "--jobs", "0", "--out", "{t}/out"], ["--jobs", ">= 1"]),
+    "check with no workers": (["check", "exp-robustness", "--jobs", "0"], ["--jobs", ">= 1"]),
     "no training steps": (["train", "--preset", "fig2", "--steps", "0", "--out", "{t}/out"], ["--steps", ">= 1"]),
     "no search budget": (["search", "lemma3", "--budget", "0", "--out", "{t}/out"], ["--budget", ">= 1"]),
     "check --out an existing file": (["check", "--kernel", "{t}/K.npy", "--out", "{t}/K.npy"],
