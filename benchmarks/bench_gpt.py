@@ -64,7 +64,7 @@ def _seconds_per_step(parameters, loss_fn, repeats: int) -> float:
 
 def gpt_step_cost(tier: str, repeats: int) -> dict:
     """Seconds per training step of the deciding GPT reading at ``tier``'s scale and of the encoder of its size."""
-    config = preset_configs("robustness", tier=tier, device="cpu")[DECIDING_GPT]
+    config = preset_configs("robustness", tier=tier, device="cpu")[DECIDING_GPT[tier]]
     batch = step_batch(config, run_kernel(config), 0)
     gpt = GPT(gpt_config(config), generator=torch.Generator().manual_seed(0))
     g = gpt.config

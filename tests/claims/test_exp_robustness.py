@@ -28,7 +28,7 @@ CURVE_STEPS = list(range(100, 1001, 100))
 def gpt_stand_in(predictor: str, *, seed: int, tier: str = "quick", curve: str = "flat") -> TrainRun:
     """A GPT run whose query predictive is ``predictor`` ("bma", "uniform" or "minus_one") on the preset's
     held-out contexts, with the metrics train_gpt records and a held-out KL curve of ``curve``."""
-    config = preset_configs("robustness", tier=tier, seed=seed, device="cpu")[robustness.DECIDING_GPT]
+    config = preset_configs("robustness", tier=tier, seed=seed, device="cpu")[robustness.DECIDING_GPT["quick"]]
     config.eval_contexts = 512
     kernel = run_kernel(config)
     batch = eval_batch(config, kernel, config.L)
@@ -72,10 +72,10 @@ def test_a_converged_gpt_that_ignores_the_context_is_not_reproduced(monkeypatch)
     # standard-transformer part (and the claim) reads NOT REPRODUCED; only the deciding reading trains at quick
     trained = _patch(monkeypatch, lambda i: ("uniform", "flat"))
     outcome = robustness.exp_robustness(_quick())
-    gpt = outcome.measured[robustness.DECIDING_GPT]
+    gpt = outcome.measured[robustness.DECIDING_GPT["quick"]]
     assert outcome.verdict == "fail" and gpt["verdict"] == "fail"
-    assert outcome.reason.startswith(f"standard transformer ({robustness.DECIDING_GPT})")
-    assert set(trained) == {robustness.DECIDING_GPT} and len(trained) == 3
+    assert outcome.reason.startswith(f"standard transformer ({robustness.DECIDING_GPT['quick']})")
+    assert set(trained) == {robustness.DECIDING_GPT["quick"]} and len(trained) == 3
     record = outcome.seeds
     assert record["counts"] == {"meet": 0, "miss": 3, "undecided": 0, "not_converged": 0}
     # the first seed's KL is that of the uniform-parent mixture, a reference level of the same run
@@ -88,7 +88,7 @@ def test_bma_passes_the_gpt_part_but_the_quick_tier_cannot_decide_the_absolute_p
     # inconclusive and says why
     _patch(monkeypatch, lambda i: ("bma", "flat"))
     outcome = robustness.exp_robustness(_quick())
-    assert outcome.measured[robustness.DECIDING_GPT]["verdict"] == "pass"
+    assert outcome.measured[robustness.DECIDING_GPT["quick"]]["verdict"] == "pass"
     assert outcome.verdict == "inconclusive" and "quick tier cannot decide" in outcome.reason
     assert "absolute position embeddings (absolute)" in outcome.reason
     assert outcome.control.rejected and outcome.converged["plateaued"]
@@ -111,13 +111,13 @@ def test_every_deciding_reading_passing_on_five_seeds_reproduces_at_the_full_tie
 def test_the_count_rule_leaves_a_split_reading_inconclusive(monkeypatch):
     # reference: the count rule by hand. 2 of 3 seeds meet, 1 misses: needs 3 of 3, so inconclusive with counts
     _patch(monkeypatch, lambda i: ("uniform", "flat") if i == 2 else ("bma", "flat"))
-    gpt = robustness.exp_robustness(_quick()).measured[robustness.DECIDING_GPT]
+    gpt = robustness.exp_robustness(_quick()).measured[robustness.DECIDING_GPT["quick"]]
     assert gpt["verdict"] == "inconclusive" and gpt["reason"].startswith("count rule undecided: 2 of 3 seeds meet")
     # 2 converged misses and one seed still improving: neither side reaches 3, the seed is named not converged
     _patch(monkeypatch, lambda i: ("uniform", "falling") if i == 0 else ("uniform", "flat"))
     outcome = robustness.exp_robustness(_quick())
-    assert outcome.measured[robustness.DECIDING_GPT]["verdict"] == "inconclusive"
-    assert "1 not converged" in outcome.measured[robustness.DECIDING_GPT]["reason"]
+    assert outcome.measured[robustness.DECIDING_GPT["quick"]]["verdict"] == "inconclusive"
+    assert "1 not converged" in outcome.measured[robustness.DECIDING_GPT["quick"]]["reason"]
 
 
 def test_the_near_miss_control_and_its_power_over_examples_read(monkeypatch):
@@ -125,7 +125,7 @@ def test_the_near_miss_control_and_its_power_over_examples_read(monkeypatch):
     # KL values fall as m grows (reference: the same run's reference levels)
     _patch(monkeypatch, lambda i: ("bma", "flat"))
     outcome = robustness.exp_robustness(_quick())
-    power, first = outcome.control.power, outcome.measured[robustness.DECIDING_GPT]
+    power, first = outcome.control.power, outcome.measured[robustness.DECIDING_GPT["quick"]]
     L = len(power) - 1
     assert [p["rejected"] for p in power] == [True] * L + [False]
     assert power[L - 1]["value"] == pytest.approx(first["kl_bma_minus_one"])
@@ -137,7 +137,7 @@ def test_the_near_miss_control_and_its_power_over_examples_read(monkeypatch):
 def test_a_gpt_no_better_than_the_near_miss_fails(monkeypatch):
     # the rule itself on a run that predicts exactly as BMA reading L − 1 (the control as a trained run): fail
     _patch(monkeypatch, lambda i: ("minus_one", "flat"))
-    assert robustness.exp_robustness(_quick()).measured[robustness.DECIDING_GPT]["verdict"] == "fail"
+    assert robustness.exp_robustness(_quick()).measured[robustness.DECIDING_GPT["quick"]]["verdict"] == "fail"
     assert robustness.kl_side(0.010, 0.010, 0.0) == "fail"
     assert robustness.kl_side(0.009, 0.010, 0.001) == "noise" and robustness.kl_side(0.007, 0.010, 0.001) == "pass"
 
@@ -148,7 +148,7 @@ def test_report_training_seeds_never_enter_tuning(monkeypatch):
     for tier in ("quick", "full"):
         for seed in training_seeds(CheckContext(tier=tier, seed=0), "robustness"):
             with pytest.raises(ValueError, match="development seeds"):
-                tuning.run_grid([robustness.DECIDING_GPT], [seed])
+                tuning.run_grid([robustness.DECIDING_GPT["quick"]], [seed])
     with pytest.raises(ValueError, match="readings"):
         tuning.run_grid(["gpt-d9"], [1000])
 
@@ -183,16 +183,18 @@ def test_with_two_jobs_every_planned_run_trains_once_in_the_executor_and_is_read
     monkeypatch.setattr(robustness, "_train", fake_train)
     monkeypatch.setattr(robustness, "_reading", lambda ctx, label, seeds: [robustness.train_reading(ctx, label, s)
                                                                             for s in seeds])
-    monkeypatch.setattr(robustness, "_decide", lambda readings: readings)
+    monkeypatch.setattr(robustness, "_decide", lambda readings, tier: readings)
     monkeypatch.setattr(robustness, "_render", lambda ctx, readings, d: readings)
     ctx = CheckContext(tier="full", seed=0, jobs=2)
     monkeypatch.setattr(ctx, "map", fake_map)
     readings = robustness.exp_robustness(ctx)
     seeds, plan = training_seeds(ctx, "robustness"), robustness.SEED_PLAN["full"]
-    expected = [(label, s) for label in robustness.READING_NAMES if label in plan for s in seeds[:plan[label]]]
+    deciding = robustness.DECIDING_GPT["full"]
+    expected = [(deciding, s) for s in seeds[:5]] + [
+        (label, s) for gpt in (True, False) for label in robustness.READING_NAMES
+        if label in plan and label != deciding and (label in GPT_READINGS) == gpt for s in seeds[:plan[label]]]
     assert mapped == [expected] and trained == expected
-    assert expected[:5] == [(robustness.DECIDING_GPT, s) for s in seeds[:5]]
-    assert readings[robustness.DECIDING_GPT] == [("run", "full", robustness.DECIDING_GPT, s) for s in seeds[:5]]
+    assert readings[deciding] == [("run", "full", deciding, s) for s in seeds[:5]]
     # one job: no map; each run trains where it is read
     trained.clear(), mapped.clear()
     ctx = CheckContext(tier="full", seed=0, jobs=1)
