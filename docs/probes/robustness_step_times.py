@@ -14,18 +14,20 @@ import torch
 
 from bma_verify.model.gpt_training import train_gpt
 from bma_verify.model.presets import preset_configs
+from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.model.training import train
 from bma_verify.model.tuning import grid_config
 
 torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
+SEED = require_dev_seeds([1000])[0]
 for width, heads, batch in [(64, 4, 64), (128, 8, 64), (128, 4, 64), (64, 4, 256), (128, 8, 256)]:
     setting = {"width": width, "heads": heads, "lr": 1e-3, "batch_size": batch}
-    config = replace(grid_config("gpt-d2-absolute", setting, tier="full", seed=1000, contexts=batch * 30),
+    config = replace(grid_config("gpt-d2-absolute", setting, tier="full", seed=SEED, contexts=batch * 30),
                      eval_every=10**6, eval_contexts=64)
     start = time.perf_counter()
     train_gpt(config, quiet=True)
     print(f"GPT depth 2 width {width} heads {heads} batch {batch}: {(time.perf_counter() - start) / 30:.3f} s a step")
-configs = preset_configs("robustness", tier="full", seed=1000, device="cpu")
+configs = preset_configs("robustness", tier="full", seed=SEED, device="cpu")
 for label in ("absolute", "task-shaped-copy-init"):
     start = time.perf_counter()
     train(replace(configs[label], steps=40, eval_every=10**6, eval_contexts=64), quiet=True)
