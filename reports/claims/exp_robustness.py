@@ -267,8 +267,8 @@ def _summary(readings: dict, d: dict, tier: str) -> str:
 
 
 def _assumptions(ctx: CheckContext, readings: dict) -> list[str]:
-    gpt = next((r["run"].config for r in readings.values() if r["run"] is not None and r["label"] in GPT_READINGS),
-               None)
+    deciding = readings[DECIDING_GPT[ctx.tier]]["run"]  # the setting named is the deciding reading's
+    gpt = None if deciding is None else deciding.config
     setting = ("" if gpt is None else f" (width {gpt.model.width}, {gpt.model.heads} heads, lr {gpt.lr:g}, batch "
                f"{gpt.batch_size}, {gpt.steps} steps, AdamW with weight decay {gpt.weight_decay:g})")
     return [f"the standard transformer is a GPT on the flattened stream of (L + 1)·H tokens with BOS, pre-LN blocks "
