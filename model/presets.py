@@ -169,10 +169,18 @@ def train_preset_runs(name: str, *, tier: str = "full", steps: int | None = None
     """Train every run of a preset (each in ``out/<label>`` when ``out`` is given) and return them."""
     configs = preset_configs(name, tier=tier, steps=steps, seed=seed, device=device, output=output)
     single = len(configs) == 1
-    return {label: train_gpt(config, quiet=quiet) if isinstance(config.model, GPTOptions) else
-            train(config, out=None if out is None else (Path(out) if single else Path(out) / label), quiet=quiet,
-                  resume=resume)
+    return {label: train_config(config, out=None if out is None else (Path(out) if single else Path(out) / label),
+                                quiet=quiet, resume=resume)
             for label, config in configs.items()}
+
+
+def train_config(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = True,
+                 resume: bool = False) -> TrainRun:
+    """Train one run of a preset: a GPT (``train_gpt``, in memory) or a structured/absolute/task-shaped model
+    (``train``, with ``out`` and ``resume``)."""
+    if isinstance(config.model, GPTOptions):
+        return train_gpt(config, quiet=quiet)
+    return train(config, out=out, quiet=quiet, resume=resume)
 
 
 def train_preset(name: str, *, steps: int | None = None, seed: int = 0, device: str = "auto",

@@ -93,28 +93,27 @@ def test_presets_train_on_the_checks_device(monkeypatch):
 
 
 def test_with_two_jobs_every_seeds_runs_train_once_in_the_executor_longest_first(monkeypatch):
-    # how the full tier's fig5 (10 runs a seed) uses both cores: one map over (seed, run), the largest runs first
-    # (steps × batch × stream × heads), each seed's runs then read from the cache in the preset's label order.
+    # how the full tier's fig5 (10 runs a seed) uses both cores: one map over every (seed, run), the largest runs
+    # first (steps × batch × stream × heads), each seed's runs then read from the cache in the preset's label order.
     # Reference: the preset's configs and training seeds, enumerated here; train_preset_runs must not be called.
     from bma_verify.model.presets import preset_configs
     mapped = []
 
-    def fake_map(fn, tasks, desc=None):
-        mapped.append(list(tasks))
-        return [fn(t) for t in tasks]
+    def fake_map(fn, configs, desc=None):
+        mapped.append(list(configs))
+        return [("run", c) for c in configs]
 
-    monkeypatch.setattr(trained, "_train_one", lambda name, tier, device, output, task: ("run", name, *task))
     monkeypatch.setattr(trained, "train_preset_runs", lambda *a, **k: pytest.fail("trained one by one"))
     ctx = CheckContext(tier="full", seed=0, jobs=2)
     monkeypatch.setattr(ctx, "map", fake_map)
     runs = trained.seeded_runs(ctx, "fig5")
     seeds = trained.training_seeds(ctx, "fig5")
-    configs = {s: preset_configs("fig5", tier="full", seed=s) for s in seeds}
-    assert len(mapped) == 1 and sorted(mapped[0]) == sorted((s, label) for s in seeds for label in configs[s])
-    costs = [c.steps * c.batch_size * (c.L + 1) * c.H * c.K for c in (configs[s][label] for s, label in mapped[0])]
+    configs = {s: preset_configs("fig5", tier="full", seed=s, device="cpu") for s in seeds}
+    assert len(mapped) == 1 and len(mapped[0]) == sum(len(c) for c in configs.values())
+    costs = [c.steps * c.batch_size * (c.L + 1) * c.H * c.K for c in mapped[0]]
     assert costs == sorted(costs, reverse=True)
     assert [list(r) for r in runs] == [list(configs[s]) for s in seeds]
-    assert runs[2]["L5"] == ("run", "fig5", seeds[2], "L5")
+    assert all(runs[i][label] == ("run", configs[s][label]) for i, s in enumerate(seeds) for label in configs[s])
     assert trained.seeded_runs(ctx, "fig5") == runs and len(mapped) == 1  # cached: no second map
     # one job: no map, each seed trains where it is read
     calls = []

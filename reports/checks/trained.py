@@ -13,7 +13,6 @@ How the thresholds and bands were measured: docs/notes/trained-checks.md.
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import numpy as np
 
@@ -21,11 +20,9 @@ from bma_verify import numerics
 from bma_verify.model import analysis
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.convergence import run_plateau
-from bma_verify.model.gpt_training import train_gpt
-from bma_verify.model.presets import preset_configs, train_preset_runs
+from bma_verify.model.presets import preset_configs, train_config, train_preset_runs
 from bma_verify.model.seeds import SEEDS_PER_TIER, report_training_seeds
-from bma_verify.model.train_config import GPTOptions
-from bma_verify.model.training import eval_batch, train
+from bma_verify.model.training import eval_batch
 from bma_verify.reports.core import CheckContext, Control
 
 #: Thresholds shared by the trained checks, per tier. Quick: L_pa's is set between fig2's quick run on development
@@ -91,34 +88,35 @@ def trained_runs(ctx: CheckContext, name: str, output: str = "mixture", replicat
     return ctx.cache[key]
 
 
-def _train_one(name: str, tier: str, device: str, output: str, task: tuple[int, str]):
-    """One run of preset ``name``: ``task`` = (training seed, run label)."""
-    seed, label = task
-    config = preset_configs(name, tier=tier, seed=seed, device=device, output=output)[label]
-    return train_gpt(config, quiet=True) if isinstance(config.model, GPTOptions) else train(config, quiet=True)
-
-
 def _cost(config) -> int:
     """A run's size, to hand out the longest first: steps × batch × stream length × heads."""
     return config.steps * config.batch_size * (config.L + 1) * config.H * max(config.K, 1)
 
 
+def train_in_workers(ctx: CheckContext, configs: list) -> list | None:
+    """The runs of ``configs`` trained in the report's executor (``--jobs`` workers, one torch thread each), the
+    largest first, in the order given; None with one job (and inside a report's worker), where the caller trains them
+    one by one. Each run is seeded by its config, so the numbers do not depend on the workers."""
+    if ctx.jobs < 2 or len(configs) < 2:
+        return None
+    order = sorted(range(len(configs)), key=lambda i: -_cost(configs[i]))
+    runs = ctx.map(train_config, [configs[i] for i in order], desc="training runs")
+    return [run for _, run in sorted(zip(order, runs), key=lambda pair: pair[0])]
+
+
 def train_seeds_in_parallel(ctx: CheckContext, name: str, output: str = "mixture") -> None:
-    """Train every run of every training seed not yet cached in the report's executor (``--jobs`` workers, one
-    torch thread each; each run is seeded by its config, so the numbers do not depend on the workers), the longest
-    first. With one job, and inside a report's worker, nothing happens here: the runs train one by one."""
-    if ctx.jobs < 2:
-        return
+    """Cache every run of every training seed not yet cached, trained by :func:`train_in_workers` (nothing happens
+    with one job: :func:`trained_runs` then trains each seed where it is read)."""
     name = "fig2" if name == "fig3" else name
     seeds = [s for s in training_seeds(ctx, name) if _runs_key(ctx, name, output, s) not in ctx.cache]
     configs = {s: preset_configs(name, tier=ctx.tier, seed=s, device=ctx.device, output=output) for s in seeds}
-    tasks = sorted(((s, label) for s in seeds for label in configs[s]), key=lambda t: -_cost(configs[t[0]][t[1]]))
-    if len(tasks) < 2:
+    tasks = [(s, label) for s in seeds for label in configs[s]]
+    runs = train_in_workers(ctx, [configs[s][label] for s, label in tasks])
+    if runs is None:
         return
-    runs = dict(zip(tasks, ctx.map(partial(_train_one, name, ctx.tier, ctx.device, output), tasks,
-                                   desc=f"{name} runs")))
+    by_task = dict(zip(tasks, runs))
     for s in seeds:  # in the preset's label order, as train_preset_runs returns them
-        ctx.cache[_runs_key(ctx, name, output, s)] = {label: runs[(s, label)] for label in configs[s]}
+        ctx.cache[_runs_key(ctx, name, output, s)] = {label: by_task[(s, label)] for label in configs[s]}
 
 
 def seeded_runs(ctx: CheckContext, name: str, output: str = "mixture") -> list[dict]:

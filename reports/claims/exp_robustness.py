@@ -12,17 +12,16 @@ docs/notes/exp-robustness.md.
 from __future__ import annotations
 
 import math
-from functools import partial
 
 from bma_verify.model import analysis
 from bma_verify.model.convergence import run_plateau
-from bma_verify.model.gpt_training import GPT_READINGS, KL_RESOLUTION, bma_reading_levels, train_gpt
-from bma_verify.model.presets import preset_configs
-from bma_verify.model.training import eval_batch, train
+from bma_verify.model.gpt_training import GPT_READINGS, KL_RESOLUTION, bma_reading_levels
+from bma_verify.model.presets import preset_configs, train_config
+from bma_verify.model.training import eval_batch
 from bma_verify.reports.checks.trained import (NOISE_BAND, combine_sides, count_rule_text, count_verdict,
                                                fig2_sides, half_examples, near_miss_control, power_text,
                                                run_convergence, seeds_record, seeds_text, threshold_side,
-                                               training_seeds)
+                                               train_in_workers, training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
 
@@ -65,30 +64,25 @@ def _run_key(ctx: CheckContext, label: str, seed: int) -> str:
     return f"exp-robustness:{label}:{ctx.tier}:{seed}:{ctx.device}"
 
 
-def _train(tier: str, device: str, quiet: bool, task: tuple[str, int]):
-    """Train reading ``label``'s preset run on training seed ``seed`` (``task`` = (label, seed))."""
-    label, seed = task
-    config = preset_configs("robustness", tier=tier, seed=seed, device=device)[label]
-    return train_gpt(config, quiet=quiet) if label in GPT_READINGS else train(config, quiet=quiet)
-
-
 def train_reading(ctx: CheckContext, label: str, seed: int):
     """Reading ``label``'s run on training seed ``seed`` (the robustness preset's config), trained once per report."""
     key = _run_key(ctx, label, seed)
     if key not in ctx.cache:
-        ctx.cache[key] = _train(ctx.tier, ctx.device, ctx.quiet, (label, seed))
+        ctx.cache[key] = train_config(_config(ctx, label, seed), quiet=ctx.quiet)
     return ctx.cache[key]
 
 
+def _config(ctx: CheckContext, label: str, seed: int):
+    return preset_configs("robustness", tier=ctx.tier, seed=seed, device=ctx.device)[label]
+
+
 def train_in_parallel(ctx: CheckContext, tasks: list[tuple[str, int]]) -> None:
-    """Train the (label, seed) runs not yet cached in the report's executor (``--jobs`` workers, each run seeded by
-    its own config, so the numbers do not depend on the workers): how the full tier fits its 60 minutes on 2 cores.
-    With one job (and inside a report's worker) the runs train one by one through :func:`train_reading`."""
+    """Cache the (label, seed) runs not yet cached, trained by ``train_in_workers`` (how the full tier fits its 60
+    minutes on 2 cores); with one job nothing happens here and :func:`train_reading` trains each where it is read."""
     missing = [t for t in tasks if _run_key(ctx, *t) not in ctx.cache]
-    if ctx.jobs < 2 or len(missing) < 2:
-        return
-    runs = ctx.map(partial(_train, ctx.tier, ctx.device, True), missing, desc="exp-robustness runs")
-    ctx.cache.update({_run_key(ctx, *t): run for t, run in zip(missing, runs)})
+    runs = train_in_workers(ctx, [_config(ctx, *t) for t in missing])
+    if runs is not None:
+        ctx.cache.update({_run_key(ctx, *t): run for t, run in zip(missing, runs)})
 
 
 def kl_side(kl: float, bar: float, se: float) -> str:
@@ -164,9 +158,7 @@ def exp_robustness(ctx: CheckContext) -> CheckOutcome:
     """Appendix G: the standard GPT (deciding reading and diagnostics) and the absolute-PE disentangled model."""
     seeds = training_seeds(ctx, "robustness")
     plan = SEED_PLAN[ctx.tier]
-    # the longest first (the deciding GPT on its seeds), so the workers finish together
-    order = sorted(plan, key=lambda label: -plan[label] * (label in GPT_READINGS))
-    train_in_parallel(ctx, [(label, s) for label in order for s in seeds[:plan[label]]])
+    train_in_parallel(ctx, [(label, s) for label in plan for s in seeds[:plan[label]]])
     readings = {label: _reading(ctx, label, seeds[:plan[label]]) if label in plan else _skipped(label, ctx.tier)
                 for label in READING_NAMES}
     return _render(ctx, readings, _decide(readings, ctx.tier))

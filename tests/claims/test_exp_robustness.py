@@ -168,19 +168,15 @@ def test_the_grid_declares_its_settings_and_picks_the_lowest_median_kl():
 
 def test_with_two_jobs_every_planned_run_trains_once_in_the_executor_and_is_read_from_the_cache(monkeypatch):
     # how the full tier fits its 60 minutes on 2 cores: the planned (reading, seed) runs go to the executor in one
-    # map, longest first (the deciding GPT on its seeds), and each is then read from the cache, never retrained.
-    # Reference: the plan (SEED_PLAN) and the report's training seeds, enumerated here by hand.
-    trained, mapped = [], []
+    # map, each then read from the cache, never retrained. Reference: the plan (SEED_PLAN), the report's training
+    # seeds and the preset's configs, enumerated here by hand.
+    mapped, trained = [], []
 
-    def fake_train(tier, device, quiet, task):
-        trained.append(task)
-        return ("run", tier, *task)
+    def fake_map(fn, configs, desc=None):
+        mapped.append(list(configs))
+        return [("run", c) for c in configs]
 
-    def fake_map(fn, tasks, desc=None):
-        mapped.append(list(tasks))
-        return [fn(t) for t in tasks]
-
-    monkeypatch.setattr(robustness, "_train", fake_train)
+    monkeypatch.setattr(robustness, "train_config", lambda config, quiet: trained.append(config) or ("run", config))
     monkeypatch.setattr(robustness, "_reading", lambda ctx, label, seeds: [robustness.train_reading(ctx, label, s)
                                                                             for s in seeds])
     monkeypatch.setattr(robustness, "_decide", lambda readings, tier: readings)
@@ -189,15 +185,15 @@ def test_with_two_jobs_every_planned_run_trains_once_in_the_executor_and_is_read
     monkeypatch.setattr(ctx, "map", fake_map)
     readings = robustness.exp_robustness(ctx)
     seeds, plan = training_seeds(ctx, "robustness"), robustness.SEED_PLAN["full"]
-    deciding = robustness.DECIDING_GPT["full"]
-    expected = [(deciding, s) for s in seeds[:5]] + [
-        (label, s) for gpt in (True, False) for label in robustness.READING_NAMES
-        if label in plan and label != deciding and (label in GPT_READINGS) == gpt for s in seeds[:plan[label]]]
-    assert mapped == [expected] and trained == expected
-    assert readings[deciding] == [("run", "full", deciding, s) for s in seeds[:5]]
+    expected = {(label, s): preset_configs("robustness", tier="full", seed=s, device="cpu")[label]
+                for label in plan for s in seeds[:plan[label]]}
+    assert len(mapped) == 1 and trained == []
+    assert sorted(map(repr, mapped[0])) == sorted(map(repr, expected.values()))
+    for label in plan:
+        assert readings[label] == [("run", expected[(label, s)]) for s in seeds[:plan[label]]]
     # one job: no map; each run trains where it is read
-    trained.clear(), mapped.clear()
+    mapped.clear()
     ctx = CheckContext(tier="full", seed=0, jobs=1)
     monkeypatch.setattr(ctx, "map", fake_map)
     robustness.exp_robustness(ctx)
-    assert mapped == [] and sorted(trained) == sorted(expected)
+    assert mapped == [] and sorted(map(repr, trained)) == sorted(map(repr, expected.values()))
