@@ -122,6 +122,27 @@ def test_with_two_jobs_every_seeds_runs_train_once_in_the_executor_longest_first
     assert calls == trained.training_seeds(CheckContext(tier="quick", seed=0), "fig5") and len(mapped) == 1
 
 
+def test_runs_trained_in_two_real_workers_equal_the_serial_runs():
+    # the joblib path that `check --jobs 2` takes (loky processes, one torch thread each), on real short runs of two
+    # different sizes given smallest first. Reference: the same configs trained one by one in this process; each run
+    # is seeded by its config, so every curve and metric must be equal, and come back in the order given.
+    from bma_verify.model.presets import train_config
+    from bma_verify.model.train_config import TrainConfig
+    configs = [TrainConfig(d=3, H=3, L=2, K=4, steps=6, batch_size=16, eval_every=3, eval_contexts=32, seed=5,
+                           device="cpu"),
+               TrainConfig(d=3, H=4, L=3, K=6, steps=6, batch_size=16, eval_every=3, eval_contexts=32, seed=6,
+                           device="cpu")]
+    parallel = trained.train_in_workers(CheckContext(tier="quick", seed=0, jobs=2), configs)
+    assert trained.train_in_workers(CheckContext(tier="quick", seed=0, jobs=1), configs) is None
+    serial = [train_config(c) for c in configs]
+    assert [run.config for run in parallel] == configs
+    for got, want in zip(parallel, serial):
+        curves = {k: v for k, v in want.metrics["curves"].items() if k != "seconds"}  # wall time differs
+        assert curves.keys() >= {"step", "query_loss"}
+        assert {k: got.metrics["curves"][k] for k in curves} == curves
+        assert got.metrics["parent_loss_gap"] == want.metrics["parent_loss_gap"]
+
+
 @pytest.mark.parametrize("statuses, plateaued, verdict", [
     (["pass"] * 3, [True] * 3, "pass"),
     (["pass", "pass", "fail"], [True] * 3, "inconclusive"),  # 2 of 3 meet: short of 3 of 3
