@@ -127,7 +127,9 @@ class CheckOutcome:
     tolerances : dict
         Per value of ``measured``, how far a rerun may move it before the regression test flags it:
         ``{"key": {"abs": 1e-12}}`` or ``{"key": {"rel": 0.1}}`` (a key covers its children); others: exact or
-        ``abs=1e-9``. Wider ones carry their measured spread in a comment.
+        ``abs=1e-9``. Wider ones carry their measured spread in a comment. The reserved key ``"reason"`` speaks for
+        the reason instead: ``{"reason": {"counts": "why"}}`` declares that its integers (seed counts) move with the
+        CPU path, so the regression compares only its words (``reports.regression``).
     control : Control or None
         The negative control run in the same call (see the module docstring). Required for a ``pass``.
     findings : list of Finding
@@ -162,6 +164,12 @@ class CheckOutcome:
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        reason_tolerance = self.tolerances.get("reason")
+        if reason_tolerance is not None and not (
+                isinstance(reason_tolerance, dict) and set(reason_tolerance) == {"counts"}
+                and isinstance(reason_tolerance["counts"], str) and "reason" not in self.measured):
+            raise ValueError("tolerances['reason'] must be {'counts': <why the counts move>}, with no measured "
+                             f"value named 'reason'; got {reason_tolerance!r}")
 
 
 def settle(outcome: CheckOutcome) -> tuple[str, str]:

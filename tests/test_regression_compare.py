@@ -1,6 +1,9 @@
 """reports.regression.compare_results flags exactly the values that moved beyond their stated tolerance."""
 import copy
 
+import pytest
+
+from bma_verify.reports.core import CheckOutcome
 from bma_verify.reports.regression import compare_results
 
 
@@ -85,3 +88,44 @@ def test_records_inside_a_list_compare_their_numbers_within_tolerance():
     assert len(compare_results(ref, new)) == 1
     new["claims"][0]["checks"][0]["measured"]["cases"][0] = {"case": "a", "ratio": 0.33021161676624580}
     assert len(compare_results(ref, new)) == 1
+
+
+def _with_reason(reason, tolerances=None):
+    results = copy.deepcopy(REF)
+    check = results["claims"][0]["checks"][0]
+    check |= {"verdict": "inconclusive", "reason": reason}
+    if tolerances is not None:
+        check["tolerances"] = {**check["tolerances"], **tolerances}
+    return results
+
+
+REASON = ("count rule undecided: 2 of 3 seeds meet the rule, 1 miss it, 0 within noise, 0 not converged "
+          "(needs 3 of 3)")
+HOST_MOVED = ("count rule undecided: 2 of 3 seeds meet the rule, 0 miss it, 0 within noise, 1 not converged "
+              "(needs 3 of 3)")
+DECLARED = {"reason": {"counts": "a seed's plateau statistic sits at its bound"}}
+
+
+def test_reason_counts_move_only_where_the_check_declares_it():
+    # footnote 1's case: a stuck seed moves from "miss" to "not converged" on another host. Undeclared, that is a
+    # move; declared, only the words are compared, and changed words still move. The reference's declaration
+    # decides, not the rerun's.
+    assert len(compare_results(_with_reason(REASON), _with_reason(HOST_MOVED))) == 1
+    assert compare_results(_with_reason(REASON), _with_reason(HOST_MOVED, DECLARED)) != []
+    assert compare_results(_with_reason(REASON, DECLARED), _with_reason(HOST_MOVED)) == []
+    reworded = HOST_MOVED.replace("count rule undecided", "converged seeds miss the rule")
+    moved = compare_results(_with_reason(REASON, DECLARED), _with_reason(reworded))
+    assert len(moved) == 1 and "reason" in moved[0]
+    # the declaration masks the reason only: a measured count still compares exactly
+    new = _with_reason(HOST_MOVED)
+    new["claims"][0]["checks"][0]["measured"]["n"] = 11
+    assert len(compare_results(_with_reason(REASON, DECLARED), new)) == 1
+
+
+@pytest.mark.parametrize("tolerance", [{"counts": True}, {"counts": "why", "abs": 1}, "counts", {"abs": 0.1}])
+def test_a_malformed_reason_tolerance_is_refused(tolerance):
+    with pytest.raises(ValueError, match=r"tolerances\['reason'\]"):
+        CheckOutcome(verdict="inconclusive", measured={}, tolerances={"reason": tolerance})
+    with pytest.raises(ValueError, match="no measured value named 'reason'"):
+        CheckOutcome(verdict="inconclusive", measured={"reason": 1}, tolerances=DECLARED)
+    CheckOutcome(verdict="inconclusive", measured={"n": 1}, tolerances=DECLARED)  # the declared form is accepted

@@ -305,10 +305,12 @@ def footnote1_selective_training(ctx: CheckContext) -> CheckOutcome:
         figures=[_figure(ctx, runs[0])] if ctx.figures_dir is not None else [],
         # float32 training: the first run's values move with the CPU path, by at most 0.0019 over ATEN
         # default|avx2|avx512 and 1|2 threads (docs/notes/footnote1-selective-induction.md); another machine moves
-        # them further, hence about 5x that. Its init is exact. The second seed's outcome (and so the reason's
-        # counts) moves with the path too: no tolerance covers that.
+        # them further, hence about 5x that. Its init is exact. Stuck seed 568's plateau statistic sits at its bound,
+        # so its status moves between "miss" and "not converged" with the path and the host (same notes): the
+        # reason's counts are declared to move; its words, the verdict and the passes are still compared.
         tolerances={"first_run.final": {"abs": 0.01}, "first_run.lag_upper": {"abs": 0.01},
-                    "first_run.query_upper": {"abs": 0.01}},
+                    "first_run.query_upper": {"abs": 0.01},
+                    "reason": {"counts": "seed 568 moves between 'miss' and 'not converged' with the CPU path"}},
         assumptions=_training_assumptions(runs[0]["config"]))
 
 
