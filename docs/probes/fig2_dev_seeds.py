@@ -36,7 +36,7 @@ def main(tier: str, seeds: list[int]) -> None:
             truncated = analysis.truncated_bma_metrics(run.kernel, batch, examples)
             for k in DECIDED:
                 bma[k].append(truncated[k])
-        values, _ = thm2._accuracy_rule(CheckContext(tier=tier, seed=0), run)
+        values, _ = thm2.accuracy_rule(CheckContext(tier=tier, seed=0), run)
         near = thm2.ignoring_control(CheckContext(tier=tier, seed=0), run, values).measured["parent_accuracy"]
         control = {str(L): b - a for L, a, b in zip(values["L_test"], near, values["bma"])}
         print(json.dumps({"seed": seed, "tier": tier, "steps": m["steps"], **{k: m[k] for k in DECIDED},

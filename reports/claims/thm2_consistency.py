@@ -299,7 +299,7 @@ def _thm2_rule(ctx: CheckContext, Ls: list, acc: list, bma: list, se: float) -> 
     return sides
 
 
-def _accuracy_rule(ctx: CheckContext, run) -> tuple[dict, dict]:
+def accuracy_rule(ctx: CheckContext, run) -> tuple[dict, dict]:
     """(values, sides) of one run: its parent accuracy against L' (up to the training L) beside BMA's, thm2's rule
     on it, and L_pa's gap to BMA's at the run's own L (a plateaued run that cannot represent BMA fails on it)."""
     by_L = run.metrics["by_test_L"]
@@ -336,7 +336,7 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
     """Trained model's parent accuracy against L' (up to the training L) beside BMA's, on every training seed of
     fig2's run, decided by the count rule; near-miss control BMA ignoring the earliest example."""
     all_runs = [runs["fig2"] for runs in seeded_runs(ctx, "fig2")]
-    per_seed = [_accuracy_rule(ctx, run) for run in all_runs]
+    per_seed = [accuracy_rule(ctx, run) for run in all_runs]
     statuses = [combine_sides(sides) for _, sides in per_seed]
     tests = [run_convergence(run.metrics) for run in all_runs]
     verdict, reason, converged = count_verdict(statuses, tests)
