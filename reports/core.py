@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from bma_verify.reports.executor import map_tasks
+from bma_verify.reports.regression import REASON_KEY
 
 VERDICTS = ("pass", "fail", "inconclusive")
 #: A check that raised gets ``error`` in the report: an error is not a verdict about the claim.
@@ -164,10 +165,10 @@ class CheckOutcome:
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
-        reason_tolerance = self.tolerances.get("reason")
+        reason_tolerance = self.tolerances.get(REASON_KEY)
         if reason_tolerance is not None and not (
                 isinstance(reason_tolerance, dict) and set(reason_tolerance) == {"counts"}
-                and isinstance(reason_tolerance["counts"], str) and "reason" not in self.measured):
+                and isinstance(reason_tolerance["counts"], str) and REASON_KEY not in self.measured):
             raise ValueError("tolerances['reason'] must be {'counts': <why the counts move>}, with no measured "
                              f"value named 'reason'; got {reason_tolerance!r}")
 
