@@ -128,9 +128,7 @@ class CheckOutcome:
     tolerances : dict
         Per value of ``measured``, how far a rerun may move it before the regression test flags it:
         ``{"key": {"abs": 1e-12}}`` or ``{"key": {"rel": 0.1}}`` (a key covers its children); others: exact or
-        ``abs=1e-9``. Wider ones carry their measured spread in a comment. The reserved key ``"reason"`` speaks for
-        the reason instead: ``{"reason": {"counts": "why"}}`` declares that its integers (seed counts) move with the
-        CPU path, so the regression compares only its words (``reports.regression``).
+        ``abs=1e-9``. Wider ones carry their measured spread in a comment; key ``"reason"``: reports.regression.
     control : Control or None
         The negative control run in the same call (see the module docstring). Required for a ``pass``.
     findings : list of Finding
