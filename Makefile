@@ -22,7 +22,7 @@ reference: $(STAMP)
 	$(PY) -m bma_verify.reports.docs
 
 test: $(STAMP)
-	OMP_NUM_THREADS=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-bma-ci} $(PY) -m pytest -q -n 2 --dist loadfile
+	OMP_NUM_THREADS=1 HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-bma-ci} $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 test-fast: $(STAMP)
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-bma-dev} $(PY) -m pytest -q -m "not slow"
