@@ -81,6 +81,14 @@ def gpt_preset_runs(tier: str) -> dict[str, TrainConfig]:
     return runs
 
 
+def gpt_multiply_adds(config: TrainConfig) -> float:
+    """The multiply-adds of a GPT run's forward passes over its training steps, their dominant terms: per token and
+    layer 12·w² in the projections and the FFN and 2·T·w in attention (width w, T stream tokens). A size, to order
+    runs by cost; not a timing."""
+    g = gpt_config(config)
+    return config.steps * config.batch_size * g.n_tokens * g.depth * (12 * g.width ** 2 + 2 * g.n_tokens * g.width)
+
+
 def stream_tokens(context, query, d: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(inputs, targets), each (B, (L + 1)·H) int64: the examples laid end to end, the query last; inputs are BOS
     (token ``d``) and the stream shifted right by one, so input position t predicts stream token t."""

@@ -202,3 +202,21 @@ def test_every_check_of_the_reference_that_cannot_decide_says_it_trained_nothing
         assert check["verdict"] == "inconclusive", claim
         assert check["seeds"]["n"] == 0 and check["seeds"]["decided"] is False, claim
         assert check["converged"]["plateaued"] is False, claim
+
+
+def test_a_gpt_runs_cost_follows_its_width_and_depth_as_measured():
+    # train_in_workers hands out the costliest run first; a GPT has no K, so its cost must come from its width and
+    # depth. Compared with measured wall times of two full-tier runs (two one-thread processes on this machine kind,
+    # docs/notes/exp-robustness.md): gpt-d3-rope at width 128, 8 heads, 698 s; gpt-d2-rope at the shared setting
+    # (width 64, 4 heads) 161 s. The estimate must order them and get their ratio within a third.
+    from dataclasses import replace
+
+    from bma_verify.model.presets import preset_configs
+    from bma_verify.model.train_config import GPTOptions
+    base = preset_configs("robustness", tier="full", seed=1000, device="cpu")["gpt-d2-rope"]
+    shared = replace(base, model=GPTOptions(depth=2, width=64, heads=4, position="rope"), batch_size=64, steps=1600)
+    wide = replace(shared, model=GPTOptions(depth=3, width=128, heads=8, position="rope"))
+    ratio = trained._cost(wide) / trained._cost(shared)
+    assert 698 / 161 * 0.75 < ratio < 698 / 161 * 1.35
+    absolute = preset_configs("robustness", tier="full", seed=1000, device="cpu")["absolute"]
+    assert trained._cost(shared) > trained._cost(absolute)  # 161 s against about 60 s (44 s per 1500 steps at 512)

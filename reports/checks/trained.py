@@ -20,8 +20,10 @@ from bma_verify import numerics
 from bma_verify.model import analysis
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.convergence import run_plateau
+from bma_verify.model.gpt_training import gpt_multiply_adds
 from bma_verify.model.presets import preset_configs, train_config, train_preset_runs
 from bma_verify.model.seeds import SEEDS_PER_TIER, report_training_seeds
+from bma_verify.model.train_config import GPTOptions
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.core import CheckContext, Control
 
@@ -88,8 +90,18 @@ def trained_runs(ctx: CheckContext, name: str, output: str = "mixture", replicat
     return ctx.cache[key]
 
 
-def _cost(config) -> int:
-    """A run's size, to hand out the longest first: steps × batch × stream length × heads."""
+#: Seconds per GPT multiply-add over seconds per unit of a structured run's size (steps × batch × stream × heads):
+#: gpt-d2-rope at the shared setting, 1.42e12 multiply-adds in 161 s (two one-thread processes), against the absolute
+#: model at the fig2 setting, 1500 steps at batch 512 (2.03e9 units) in 44 s on one core (docs/notes/exp-robustness.md).
+GPT_COST_PER_MULTIPLY_ADD = (161 / 1.42e12) / (44 / 2.03e9)
+
+
+def _cost(config) -> float:
+    """A run's size in one unit for every model kind, to hand out the longest first: steps × batch × stream length ×
+    heads for the structured models; a GPT's multiply-adds (it has no K, and its width and depth set its cost),
+    converted by ``GPT_COST_PER_MULTIPLY_ADD``."""
+    if isinstance(config.model, GPTOptions):
+        return gpt_multiply_adds(config) * GPT_COST_PER_MULTIPLY_ADD
     return config.steps * config.batch_size * (config.L + 1) * config.H * max(config.K, 1)
 
 
