@@ -197,3 +197,18 @@ def test_with_two_jobs_every_planned_run_trains_once_in_the_executor_and_is_read
     monkeypatch.setattr(ctx, "map", fake_map)
     robustness.exp_robustness(ctx)
     assert mapped == [] and sorted(map(repr, trained)) == sorted(map(repr, expected.values()))
+
+
+def test_the_assumptions_name_the_diagnostic_gpts_that_run_at_the_shared_setting():
+    # Reference: the configs the full tier trains (preset_configs), read here field by field: a diagnostic GPT is
+    # named "at the shared setting" exactly when its config has the shared width, heads, lr and batch.
+    from bma_verify.model.gpt_training import GPT_READINGS, GPT_SHARED
+    for tier in ("quick", "full"):
+        deciding = robustness.DECIDING_GPT[tier]
+        readings = {label: {"run": None, "seeds": {}} for label in GPT_READINGS}
+        text = robustness._assumptions(CheckContext(tier=tier, seed=0), readings)[1]
+        named = text.split("at the shared setting")[0] if "at the shared setting" in text else ""
+        for label in GPT_READINGS:
+            c = preset_configs("robustness", tier=tier, seed=0, device="cpu")[label]
+            at_shared = (c.model.width, c.model.heads, c.lr, c.batch_size) == tuple(GPT_SHARED.values())
+            assert (label != deciding and at_shared) == (label in named.split("diagnostics")[-1]), (tier, label)
