@@ -14,18 +14,20 @@ if not os.environ.get("HYPOTHESIS_PROFILE"):
     settings.load_profile("bma-dev")  # registered by the plugin, imported before any conftest
 
 
-#: Test files that take longest (seconds with two workers on this 2-core machine kind, `--durations=0`, 2026-12-07:
-#: 365, 336, 299, 230, 119, 109, 109). `make test` hands files to its two workers in collection order
-#: (`--dist loadfile --no-loadscope-reorder`), so these go first and the short files fill in behind them, instead of
-#: one worker finishing a long file alone at the end. The order changes only the wall time, never a result.
+#: Test files that take longest (`--durations=0` under `make test`'s two workers beside two one-thread jobs on this
+#: 2-core machine kind, 2026-12-07, seconds: 365, 336, 299, 230, 119, 109, 109). `make test` hands files to its two
+#: workers in collection order (`--dist loadfile --no-loadscope-reorder`), so these go first and the short files
+#: fill in behind them, instead of one worker finishing a long file alone at the end. The order changes only the
+#: wall time, never a result.
 LONGEST_FIRST = ("test_regression_trained_others.py", "test_model_task_shaped.py",
-                 "test_regression_trained_fig2_run.py", "test_report_builder.py", "test_plugin.py", "test_presets.py", "claims/test_prop2_ds_quadratic.py")
+                 "test_regression_trained_fig2_run.py", "test_report_builder.py", "test_plugin.py", "test_presets.py",
+                 "claims/test_prop2_ds_quadratic.py")
 
 
 def pytest_collection_modifyitems(items):
     here = Path(__file__).parent
     rank = {(here / name).resolve(): i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(Path(item.fspath).resolve(), len(rank)))  # stable: the rest keep their order
+    items.sort(key=lambda item: rank.get(Path(item.path).resolve(), len(rank)))  # stable: the rest keep their order
 
 
 @pytest.fixture(autouse=True)

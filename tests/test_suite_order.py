@@ -15,7 +15,7 @@ def test_every_file_named_longest_first_exists():
 
 def test_the_named_files_go_first_in_their_order_and_the_rest_keep_theirs():
     names = ["test_a.py", LONGEST_FIRST[2], "test_b.py", LONGEST_FIRST[0], "test_a.py"]
-    items = [SimpleNamespace(fspath=str(TESTS / name), n=i) for i, name in enumerate(names)]
+    items = [SimpleNamespace(path=TESTS / name, n=i) for i, name in enumerate(names)]
     pytest_collection_modifyitems(items)
     assert [item.n for item in items] == [3, 1, 0, 2, 4]
 
