@@ -212,3 +212,6 @@ def test_the_assumptions_name_the_diagnostic_gpts_that_run_at_the_shared_setting
             c = preset_configs("robustness", tier=tier, seed=0, device="cpu")[label]
             at_shared = (c.model.width, c.model.heads, c.lr, c.batch_size) == tuple(GPT_SHARED.values())
             assert (label != deciding and at_shared) == (label in named.split("diagnostics")[-1]), (tier, label)
+    # a reading the tier does not train (seeds None) is not named, whatever its setting
+    readings = {label: {"run": None, "seeds": None if label == "gpt-d3-rope" else {}} for label in GPT_READINGS}
+    assert "gpt-d3-rope" not in robustness._assumptions(CheckContext(tier="full", seed=0), readings)[1]
