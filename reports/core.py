@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from bma_verify.reports.executor import map_tasks
-from bma_verify.reports.regression import REASON_KEY
+from bma_verify.reports.regression import REASON_KEY, leaves
 
 VERDICTS = ("pass", "fail", "inconclusive")
 #: A check that raised gets ``error`` in the report: an error is not a verdict about the claim.
@@ -169,6 +169,12 @@ class CheckOutcome:
                 and isinstance(reason_tolerance["counts"], str) and REASON_KEY not in self.measured):
             raise ValueError("tolerances['reason'] must be {'counts': <why the counts move>}, with no measured "
                              f"value named 'reason'; got {reason_tolerance!r}")
+        texts = {name for name, value in leaves(self.measured) if isinstance(value, str)}
+        for name, tol in self.tolerances.items():
+            if isinstance(tol, dict) and "moves" in tol and not (
+                    set(tol) == {"moves"} and isinstance(tol["moves"], str) and name in texts):
+                raise ValueError(f"tolerances[{name!r}] = {{'moves': <why>}} must name a measured text value; got "
+                                 f"{tol!r}")
 
 
 def settle(outcome: CheckOutcome) -> tuple[str, str]:

@@ -4,6 +4,10 @@ Tolerances are stated per value by the check that produced it (``CheckOutcome.to
 Monte Carlo values within their error, trained-model values within seed spread). A value without a stated
 tolerance is compared at ``abs=1e-9`` (floats) or exactly (everything else).
 
+A text value (a diagnostic reading's verdict, say) is compared exactly, unless the check declares that it moves with
+the CPU path (``{"moves": "why, with the measured spread"}``): then it is not compared, and the numbers it rests on
+still are.
+
 The verdict's reason is compared with its decimals masked; its integers (seed counts) are compared exactly unless
 the check declares, under the reserved key :data:`REASON_KEY`, that they move with the CPU path
 (``{"reason": {"counts": "why, with the measured spread"}}``): then only its words are compared.
@@ -31,11 +35,11 @@ def reason_shape(reason: str | None, *, counts_move: bool = False) -> str:
     return _INTEGER.sub("#", shape) if counts_move else shape
 
 
-def _leaves(value, prefix=""):
+def leaves(value, prefix=""):
     """(dotted name, value) for every non-dict value of a nested dict."""
     if isinstance(value, dict):
         for key, sub in value.items():
-            yield from _leaves(sub, f"{prefix}.{key}" if prefix else str(key))
+            yield from leaves(sub, f"{prefix}.{key}" if prefix else str(key))
     else:
         yield prefix, value
 
@@ -51,6 +55,8 @@ def _tolerance_for(key: str, tolerances: dict) -> dict | None:
 
 
 def _close(ref, new, tol: dict | None) -> bool:
+    if tol is not None and "moves" in tol and isinstance(ref, str) and isinstance(new, str):
+        return True  # declared to move with the CPU path (CheckOutcome checks that it names a text value)
     if isinstance(ref, list) and isinstance(new, list):
         return len(ref) == len(new) and all(_close(a, b, tol) for a, b in zip(ref, new))
     if isinstance(ref, dict) and isinstance(new, dict):  # records inside a list: numbers within tolerance too
@@ -105,8 +111,8 @@ def compare_results(reference: dict, current: dict) -> list[str]:
             new_rejected = (check.get("control") or {}).get("rejected")
             if ref_rejected != new_rejected:
                 moved.append(f"{claim['id']} {check['function']}: control rejected {ref_rejected} -> {new_rejected}")
-            ref_values = dict(_leaves(ref["measured"]))
-            new_values = dict(_leaves(check["measured"]))
+            ref_values = dict(leaves(ref["measured"]))
+            new_values = dict(leaves(check["measured"]))
             for name in sorted(set(ref_values) | set(new_values)):
                 if name not in new_values or name not in ref_values:
                     moved.append(f"{claim['id']} {check['function']}: value {name!r} appeared or disappeared")

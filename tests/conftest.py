@@ -19,9 +19,9 @@ if not os.environ.get("HYPOTHESIS_PROFILE"):
 #: workers in collection order (`--dist loadfile --no-loadscope-reorder`), so these go first and the short files
 #: fill in behind them, instead of one worker finishing a long file alone at the end. The order changes only the
 #: wall time, never a result.
-LONGEST_FIRST = ("test_regression_trained_others.py", "test_model_task_shaped.py",
-                 "test_regression_trained_fig2_run.py", "test_report_builder.py", "test_plugin.py", "test_presets.py",
-                 "claims/test_prop2_ds_quadratic.py")
+LONGEST_FIRST = ("test_model_task_shaped.py", "test_regression_trained_fig2_run.py",
+                 "test_regression_trained_others.py", "test_regression_trained_robustness.py",
+                 "test_report_builder.py", "test_plugin.py", "test_presets.py", "claims/test_prop2_ds_quadratic.py")
 
 
 def pytest_collection_modifyitems(items):

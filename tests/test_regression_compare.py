@@ -129,3 +129,29 @@ def test_a_malformed_reason_tolerance_is_refused(tolerance):
     with pytest.raises(ValueError, match="no measured value named 'reason'"):
         CheckOutcome(verdict="inconclusive", measured={"reason": 1}, tolerances=DECLARED)
     CheckOutcome(verdict="inconclusive", measured={"n": 1}, tolerances=DECLARED)  # the declared form is accepted
+
+
+def test_a_text_value_declared_to_move_is_not_compared_but_the_numbers_beside_it_are():
+    # a diagnostic's verdict at its plateau edge may read "inconclusive" on another CPU path: declared with why,
+    # it is not compared; the same move undeclared is flagged, and a number under the same reading still is
+    ref = _results({"diag": {"verdict": "fail", "kl": 0.06}},
+                   tolerances={"diag.verdict": {"moves": "plateau test at its edge"}, "diag.kl": {"abs": 0.01}})
+    new = copy.deepcopy(ref)
+    new["claims"][0]["checks"][0]["measured"]["diag"]["verdict"] = "inconclusive"
+    assert compare_results(ref, new) == []
+    new["claims"][0]["checks"][0]["measured"]["diag"]["kl"] = 0.075
+    assert [m for m in compare_results(ref, new) if "diag.kl" in m]
+    undeclared = copy.deepcopy(ref)
+    del undeclared["claims"][0]["checks"][0]["tolerances"]["diag.verdict"]
+    moved = copy.deepcopy(undeclared)
+    moved["claims"][0]["checks"][0]["measured"]["diag"]["verdict"] = "inconclusive"
+    assert len(compare_results(undeclared, moved)) == 1
+
+
+@pytest.mark.parametrize("tolerances", [{"x": {"moves": "why"}}, {"t": {"moves": 1}}, {"t": {"moves": "why", "abs": 1}},
+                                        {"absent": {"moves": "why"}}])
+def test_a_moves_tolerance_must_name_a_measured_text_value_with_its_reason(tolerances):
+    # "moves" on a number would leave it uncompared (a check that cannot fail), so it is refused
+    with pytest.raises(ValueError, match="moves"):
+        CheckOutcome(verdict="pass", measured={"x": 1.0, "t": "fail"}, tolerances=tolerances)
+    CheckOutcome(verdict="pass", measured={"x": 1.0, "t": "fail"}, tolerances={"t": {"moves": "why"}})

@@ -1,4 +1,4 @@
-"""Regression of trained values: the quick tier's model checks of others claims (tests/trained_regression.py),
+"""Regression of trained values: the quick tier's model checks of the group "others" (tests/trained_regression.py),
 rerun and compared with reports/reference (values within their stated tolerances, verdicts and reasons)."""
 import pytest
 

@@ -6,8 +6,9 @@ model/gpt.py), judged per token against BMA in KL: mean KL(BMA ‖ model) over t
 held-out contexts. A converged GPT reproduces when its KL is below that of BMA reading L − 1 of the L examples (the
 near-miss control, with its power over m examples read). The absolute-PE part is the disentangled transformer with
 absolute PE, judged by fig2's rule. The two-stream model of model/task_shaped.py is a diagnostic, "task-shaped (ours)",
-and never decides. Every reading decides on the report's training seeds by the count rule. Tuning and budgets:
-docs/notes/exp-robustness.md.
+and never decides. Both tiers train every GPT reading (depth 2 and 3, absolute and rotary positions): the deciding
+one on the tier's seeds, the others on 2 seeds as diagnostics, each with its own verdict by the count rule. Tuning
+and budgets: docs/notes/exp-robustness.md.
 """
 from __future__ import annotations
 
@@ -37,15 +38,15 @@ READING_NAMES = {"gpt-d2-absolute": "GPT, depth 2, learned absolute positions",
 #: seeds (quick: seed 1000; full: the lowest median KL over seeds 1000 and 1001 at each reading's best grid setting),
 #: by the rules written in docs/notes/exp-robustness.md before the runs; the others are diagnostics.
 DECIDING_GPT = {"quick": "gpt-d2-absolute", "full": "gpt-d2-rope"}
-#: Training seeds per reading and tier (the first n of the report's robustness seeds). The quick tier's budget
-#: (~100 s on one core) affords one GPT reading on 3 seeds; a deciding reading it cannot afford reads "quick tier
-#: cannot decide" and is not trained there.
-SEED_PLAN = {"quick": {DECIDING_GPT["quick"]: 3},
+#: Training seeds per reading and tier (the first n of the report's robustness seeds): the deciding GPT reading on
+#: the tier's count of seeds, each other GPT reading on 2 as a diagnostic (the budget rules of the notes).
+SEED_PLAN = {"quick": {**{r: 2 for r in GPT_READINGS}, DECIDING_GPT["quick"]: 3},
              "full": {**{r: 2 for r in GPT_READINGS}, DECIDING_GPT["full"]: 5, "absolute": 5, "task-shaped": 1,
                       "task-shaped-copy-init": 1}}
-#: Why a reading is not trained at the quick tier (the rest: its budget affords one GPT reading on 3 seeds).
+#: Why a reading is not trained at the quick tier.
 QUICK_SKIPPED = {"absolute": "its run at the fig2 setting (1500 steps at batch 512, 44 s on one core) on 3 seeds "
-                             "exceeds the quick tier's budget for this claim (~100 s on one core)",
+                             "does not fit the quick tier's budget beside the four GPT readings (`make test` within 9 "
+                             "minutes; docs/notes/exp-robustness.md)",
                  "task-shaped": "a diagnostic trained at the full tier only",
                  "task-shaped-copy-init": "a diagnostic trained at the full tier only"}
 #: Standard errors by which a GPT's KL must sit below (above) BMA reading L − 1 to meet (miss) the rule.
@@ -54,6 +55,17 @@ KL_Z = 2.0
 #: and query loss by < 1e-7 (docs/notes/exp-robustness.md); loose for other CPUs, about 1/25 of the first seed's
 #: distance to its bar (0.051 nats).
 RUN_TOLERANCES = {"kl": {"abs": 0.002}, "query_loss": {"abs": 0.002}}
+#: Regression tolerances of a diagnostic GPT reading (shared setting, lr 3e-3: its curve is noisier). Across
+#: OMP_NUM_THREADS=1|2 and ATEN_CPU_CAPABILITY=default|avx2|avx512 the quick tier's first seeds moved KL by up to
+#: 2.4e-3, query loss 2.3e-3 and a layer's parent accuracy 9.8e-3; the tolerances are 4× that. Its verdict moved:
+#: gpt-d2-rope's seed 548 sits at its plateau bound and reads not converged under one path, so a diagnostic's
+#: verdict and reason are declared to move (docs/notes/exp-robustness.md).
+DIAGNOSTIC_TOLERANCES = {"kl": {"abs": 0.01}, "query_loss": {"abs": 0.01},
+                         **{f"layer{i}_parent_accuracy": {"abs": 0.04} for i in (1, 2, 3)},
+                         **{key: {"moves": "a diagnostic GPT's seed can sit at its plateau bound: gpt-d2-rope's "
+                                           "seed 548 reads not converged under OMP_NUM_THREADS=2 with "
+                                           "ATEN_CPU_CAPABILITY=default (docs/notes/exp-robustness.md)"}
+                            for key in ("verdict", "reason")}}
 
 
 def decides(tier: str) -> dict[str, str]:
@@ -147,8 +159,7 @@ def _reading(ctx: CheckContext, label: str, seeds: list[int]) -> dict:
 
 
 def _skipped(label: str, tier: str) -> dict:
-    why = QUICK_SKIPPED.get(label, "the quick tier's budget affords one GPT reading on 3 seeds")
-    return {"label": label, "verdict": "inconclusive", "reason": f"{tier} tier cannot decide: {why}",
+    return {"label": label, "verdict": "inconclusive", "reason": f"{tier} tier cannot decide: {QUICK_SKIPPED[label]}",
             "converged": None, "control": None, "seeds": None, "run": None, "first": None}
 
 
@@ -181,8 +192,11 @@ def _decide(readings: dict, tier: str) -> dict:
         "reading's rule", {label: {"measured": c.measured, "rejected": c.rejected} for label, c in controls.items()},
         all(c.rejected for c in controls.values()), power=main.power)
     tested = [r for r in deciding if r["converged"] is not None]
+    diagnostics = {label: r["converged"] for label, r in readings.items()  # recorded, never gating the verdict
+                   if label not in parts and r["converged"] is not None}
     converged = {"plateaued": bool(tested) and all(r["converged"]["plateaued"] for r in tested),
-                 "readings": {r["label"]: r["converged"] for r in tested}} if tested else None
+                 "readings": {r["label"]: r["converged"] for r in tested},
+                 **({"diagnostics": diagnostics} if diagnostics else {})} if tested else None
     return {"verdict": verdict, "reason": reason, "control": control, "converged": converged}
 
 
@@ -222,7 +236,8 @@ def _render(ctx: CheckContext, readings: dict, d: dict) -> CheckOutcome:
         summary=_summary(readings, d, ctx.tier), assumptions=_assumptions(ctx, readings), tables=[_table(readings)],
         seeds=_seeds(trained, DECIDING_GPT[ctx.tier]),
         tolerances={f"{label}.{key}": tol for label in trained if label in GPT_READINGS
-                    for key, tol in RUN_TOLERANCES.items()})
+                    for key, tol in (RUN_TOLERANCES if label == DECIDING_GPT[ctx.tier]
+                                     else DIAGNOSTIC_TOLERANCES).items()})
 
 
 def _seeds(trained: dict, deciding: str) -> dict | None:

@@ -69,18 +69,49 @@ def _quick():
 
 def test_a_converged_gpt_that_ignores_the_context_is_not_reproduced(monkeypatch):
     # the uniform-parent mixture on every seed with a flat curve: 3 of 3 converged seeds miss the rule, so the
-    # standard-transformer part (and the claim) reads NOT REPRODUCED; only the deciding reading trains at quick
+    # standard-transformer part (and the claim) reads NOT REPRODUCED; at quick every GPT reading trains, the
+    # deciding one on 3 seeds and each diagnostic on 2 (reference: the plan, written out here by hand)
     trained = _patch(monkeypatch, lambda i: ("uniform", "flat"))
     outcome = robustness.exp_robustness(_quick())
-    gpt = outcome.measured[robustness.DECIDING_GPT["quick"]]
+    deciding = robustness.DECIDING_GPT["quick"]
+    gpt = outcome.measured[deciding]
     assert outcome.verdict == "fail" and gpt["verdict"] == "fail"
-    assert outcome.reason.startswith(f"standard transformer ({robustness.DECIDING_GPT['quick']})")
-    assert set(trained) == {robustness.DECIDING_GPT["quick"]} and len(trained) == 3
+    assert outcome.reason.startswith(f"standard transformer ({deciding})")
+    assert {label: trained.count(label) for label in set(trained)} == {
+        label: 3 if label == deciding else 2 for label in GPT_READINGS}
     record = outcome.seeds
     assert record["counts"] == {"meet": 0, "miss": 3, "undecided": 0, "not_converged": 0}
     # the first seed's KL is that of the uniform-parent mixture, a reference level of the same run
     assert gpt["kl"] == pytest.approx(gpt["kl_uniform_parent"]) and gpt["kl"] > gpt["kl_bma_minus_one"]
     assert outcome.measured["absolute"]["reason"].startswith("quick tier cannot decide")
+
+
+def test_every_quick_diagnostic_gpt_has_its_own_verdict_and_never_decides(monkeypatch):
+    # the deciding GPT is BMA (meets the rule), every diagnostic GPT the uniform-parent mixture (2 of 2 converged
+    # seeds miss). Each diagnostic reads fail with its KL, reference levels and seeds; the claim's verdict and
+    # reason come from the deciding readings only (inconclusive: the absolute-PE part is not trained at quick).
+    deciding = robustness.DECIDING_GPT["quick"]
+
+    def fake(ctx, label, seed):
+        return gpt_stand_in("bma" if label == deciding else "uniform", seed=seed, tier=ctx.tier)
+
+    monkeypatch.setattr(robustness, "train_reading", fake)
+    outcome = robustness.exp_robustness(_quick())
+    assert outcome.measured[deciding]["verdict"] == "pass"
+    assert outcome.verdict == "inconclusive" and outcome.reason.startswith("absolute position embeddings (absolute)")
+    for label in GPT_READINGS:
+        if label == deciding:
+            continue
+        m = outcome.measured[label]
+        assert m["decides"] is None and m["verdict"] == "fail" and m["seeds"] == 2
+        assert m["kl"] == pytest.approx(m["kl_uniform_parent"]) and m["kl"] > m["kl_bma_minus_one"]
+        assert outcome.seeds["readings"][label]["counts"] == {"meet": 0, "miss": 2, "undecided": 0,
+                                                              "not_converged": 0}
+        assert f"{label} (GPT" in outcome.summary and label not in outcome.reason
+        assert outcome.converged["diagnostics"][label]["converged_seeds"] == 2  # recorded beside the deciding ones
+    assert [row[0] for row in outcome.tables[0].rows] == list(GPT_READINGS)
+    # the regression test may let a diagnostic's verdict move with the CPU path, never the deciding reading's
+    assert "moves" in outcome.tolerances["gpt-d3-rope.verdict"] and f"{deciding}.verdict" not in outcome.tolerances
 
 
 def test_bma_passes_the_gpt_part_but_the_quick_tier_cannot_decide_the_absolute_part(monkeypatch):
@@ -106,6 +137,26 @@ def test_every_deciding_reading_passing_on_five_seeds_reproduces_at_the_full_tie
     assert seeds_line(outcome.seeds).startswith("5 seeds") and len(seeds_table(outcome.seeds)[1]) > 5
     diagnostic = outcome.measured["task-shaped"]
     assert diagnostic["decides"] is None and "task-shaped (ours)" in diagnostic["name"]
+
+
+def test_a_diagnostic_that_has_not_converged_is_recorded_and_does_not_hold_back_the_claim(monkeypatch):
+    # full tier: the deciding readings pass (BMA, the construction), the GPT diagnostics are still falling. Their
+    # plateau tests are recorded as failed, and the claim still reads pass: only deciding readings gate it.
+    def fake(ctx, label, seed):
+        if label == robustness.DECIDING_GPT["full"]:
+            return gpt_stand_in("bma", seed=seed, tier=ctx.tier)
+        if label in GPT_READINGS:
+            return gpt_stand_in("uniform", seed=seed, tier=ctx.tier, curve="falling")
+        return stand_in_run(L=5, construction=True, seed=seed)
+
+    monkeypatch.setattr(robustness, "train_reading", fake)
+    outcome = robustness.exp_robustness(CheckContext(tier="full", seed=0))
+    assert settle(outcome) == ("pass", "")
+    diagnostics = outcome.converged["diagnostics"]
+    assert set(diagnostics) == set(GPT_READINGS) - {robustness.DECIDING_GPT["full"]} | {"task-shaped",
+                                                                                         "task-shaped-copy-init"}
+    assert not any(diagnostics[label]["plateaued"] for label in GPT_READINGS if label in diagnostics)
+    assert outcome.measured["gpt-d3-rope"]["verdict"] == "inconclusive"
 
 
 def test_the_count_rule_leaves_a_split_reading_inconclusive(monkeypatch):
