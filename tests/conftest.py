@@ -14,14 +14,14 @@ if not os.environ.get("HYPOTHESIS_PROFILE"):
     settings.load_profile("bma-dev")  # registered by the plugin, imported before any conftest
 
 
-#: Test files that take longest (`--durations=0` under `make test`'s two workers beside two one-thread jobs on this
-#: 2-core machine kind, 2026-12-07, seconds: 365, 336, 299, 230, 119, 109, 109). `make test` hands files to its two
-#: workers in collection order (`--dist loadfile --no-loadscope-reorder`), so these go first and the short files
-#: fill in behind them, instead of one worker finishing a long file alone at the end. The order changes only the
-#: wall time, never a result.
-LONGEST_FIRST = ("test_model_task_shaped.py", "test_regression_trained_fig2_run.py",
-                 "test_regression_trained_others.py", "test_regression_trained_robustness.py",
-                 "test_report_builder.py", "test_plugin.py", "test_presets.py", "claims/test_prop2_ds_quadratic.py")
+#: Test files that take longest, longest first (`make test` on a fresh clone of 2026-12-07, idle machine, with
+#: `PYTEST_ADDOPTS=--durations=14`: the trained regression reruns 271, 164 and 92 s, task-shaped 52 + 31 s, the report
+#: builder 37 + 16 + 10 s). `make test` hands files to its two workers in collection order (`--dist loadfile
+#: --no-loadscope-reorder`), so these go first and the short files fill in behind them, instead of one worker
+#: finishing a long file alone at the end. The order changes only the wall time, never a result.
+LONGEST_FIRST = ("test_regression_trained_robustness.py", "test_regression_trained_fig2_run.py",
+                 "test_regression_trained_others.py", "test_model_task_shaped.py", "test_report_builder.py",
+                 "test_presets.py", "test_plugin.py", "claims/test_prop2_ds_quadratic.py")
 
 
 def pytest_collection_modifyitems(items):
