@@ -16,7 +16,8 @@ import math
 
 from bma_verify.model import analysis
 from bma_verify.model.convergence import run_plateau
-from bma_verify.model.gpt_training import GPT_READINGS, GPT_SHARED, GPT_TUNED, KL_RESOLUTION, bma_reading_levels
+from bma_verify.model.gpt_training import (GPT_DECIDING, GPT_READINGS, GPT_SHARED, GPT_TUNED, KL_RESOLUTION,
+                                          bma_reading_levels)
 from bma_verify.model.presets import preset_configs, train_config
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.checks.trained import (NOISE_BAND, combine_sides, count_rule_text, count_verdict,
@@ -34,10 +35,9 @@ READING_NAMES = {"gpt-d2-absolute": "GPT, depth 2, learned absolute positions",
                  "absolute": "disentangled transformer with absolute PE",
                  "task-shaped": "task-shaped (ours): two streams, relative biases",
                  "task-shaped-copy-init": "task-shaped (ours), layer 1 started as the copier"}
-#: The GPT reading that decides the standard-transformer part, per tier: the strongest on that tier's development
-#: seeds (quick: seed 1000; full: the lowest median KL over seeds 1000 and 1001 at each reading's best grid setting),
-#: by the rules written in docs/notes/exp-robustness.md before the runs; the others are diagnostics.
-DECIDING_GPT = {"quick": "gpt-d2-absolute", "full": "gpt-d2-rope"}
+#: The GPT reading that decides the standard-transformer part, per tier (``GPT_DECIDING``, which gives its setting
+#: too); the others are diagnostics.
+DECIDING_GPT = {tier: reading for tier, (reading, _) in GPT_DECIDING.items()}
 #: Training seeds per reading and tier (the first n of the report's robustness seeds): the deciding GPT reading on
 #: the tier's count of seeds, each other GPT reading on 2 as a diagnostic (the budget rules of the notes).
 SEED_PLAN = {"quick": {**{r: 2 for r in GPT_READINGS}, DECIDING_GPT["quick"]: 3},
