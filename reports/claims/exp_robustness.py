@@ -51,17 +51,21 @@ QUICK_SKIPPED = {"absolute": "its run at the fig2 setting (1500 steps at batch 5
                  "task-shaped-copy-init": "a diagnostic trained at the full tier only"}
 #: Standard errors by which a GPT's KL must sit below (above) BMA reading L − 1 to meet (miss) the rule.
 KL_Z = 2.0
-#: Regression tolerances of the first seed's values (quick tier): ATEN_CPU_CAPABILITY default against avx2 moved KL
-#: and query loss by < 1e-7 (docs/notes/exp-robustness.md); loose for other CPUs, about 1/25 of the first seed's
-#: distance to its bar (0.051 nats).
-RUN_TOLERANCES = {"kl": {"abs": 0.002}, "query_loss": {"abs": 0.002}}
+#: The attention diagnostics' keys in ``measured``: one parent accuracy per layer of the deepest GPT reading.
+ACCURACY_KEYS = [f"layer{i}_parent_accuracy" for i in range(1, max(depth for depth, _ in GPT_READINGS.values()) + 1)]
+#: Regression tolerances of the deciding reading's first seed (quick tier). ATEN_CPU_CAPABILITY default against avx2
+#: moved KL and query loss by < 1e-7, OMP_NUM_THREADS=2 by < 1e-9, and no parent accuracy moved
+#: (docs/notes/exp-robustness.md). Another CPU moves them further: KL and query loss within about 1/25 of the first
+#: seed's distance to its bar (0.051 nats); a parent accuracy within 0.01 (a near-tied attention argmax that flips
+#: moves it by 1/1536).
+RUN_TOLERANCES = {"kl": {"abs": 0.002}, "query_loss": {"abs": 0.002}, **{k: {"abs": 0.01} for k in ACCURACY_KEYS}}
 #: Regression tolerances of a diagnostic GPT reading (shared setting, lr 3e-3: its curve is noisier). Across
 #: OMP_NUM_THREADS=1|2 and ATEN_CPU_CAPABILITY=default|avx2|avx512 the quick tier's first seeds moved KL by up to
 #: 2.4e-3, query loss 2.3e-3 and a layer's parent accuracy 9.8e-3; the tolerances are 4× that. Its verdict moved:
 #: gpt-d2-rope's seed 548 sits at its plateau bound and reads not converged under one path, so a diagnostic's
 #: verdict and reason are declared to move (docs/notes/exp-robustness.md).
 DIAGNOSTIC_TOLERANCES = {"kl": {"abs": 0.01}, "query_loss": {"abs": 0.01},
-                         **{f"layer{i}_parent_accuracy": {"abs": 0.04} for i in (1, 2, 3)},
+                         **{k: {"abs": 0.04} for k in ACCURACY_KEYS},
                          **{key: {"moves": "a diagnostic GPT's seed can sit at its plateau bound: gpt-d2-rope's "
                                            "seed 548 reads not converged under OMP_NUM_THREADS=2 with "
                                            "ATEN_CPU_CAPABILITY=default (docs/notes/exp-robustness.md)"}
