@@ -169,10 +169,10 @@ class CheckOutcome:
                 and isinstance(reason_tolerance["counts"], str) and REASON_KEY not in self.measured):
             raise ValueError("tolerances['reason'] must be {'counts': <why the counts move>}, with no measured "
                              f"value named 'reason'; got {reason_tolerance!r}")
-        texts = {name for name, value in leaves(self.measured) if isinstance(value, str)}
-        for name, tol in self.tolerances.items():
-            if isinstance(tol, dict) and "moves" in tol and not (
-                    set(tol) == {"moves"} and isinstance(tol["moves"], str) and name in texts):
+        moves = {name: tol for name, tol in self.tolerances.items() if isinstance(tol, dict) and "moves" in tol}
+        texts = {name for name, value in leaves(self.measured) if isinstance(value, str)} if moves else set()
+        for name, tol in moves.items():
+            if not (set(tol) == {"moves"} and isinstance(tol["moves"], str) and name in texts):
                 raise ValueError(f"tolerances[{name!r}] = {{'moves': <why>}} must name a measured text value; got "
                                  f"{tol!r}")
 
