@@ -5,13 +5,14 @@ Model checks are rerun by tests/test_regression_trained_*.py (minutes of trainin
 test workers share them).
 """
 import json
+import re
 
 import pytest
 
 from bma_verify.reports.builder import run_claims
 from bma_verify.reports.core import CheckContext
 from bma_verify.reports.registry import CLAIMS
-from bma_verify.reports.regression import REFERENCE_DIR, compare_results
+from bma_verify.reports.regression import REFERENCE_DIR, compare_results, leaves
 
 NUMERIC_KINDS = ("symbolic", "exact", "monte-carlo")
 
@@ -79,3 +80,16 @@ def test_trained_regression_groups_cover_every_claim_with_a_model_check():
     grouped = [claim_id for group in GROUPS.values() for claim_id in group]
     assert len(grouped) == len(set(grouped))
     assert set(grouped) == {c.id for c in CLAIMS if any(k.kind == "model" for k in c.checks)}
+
+
+#: Names of values that count an algorithm's work (optimiser evaluations, iterations), not a result: which pairs need
+#: a numerical η_KL, say, turns on a comparison at rounding level and moved 1211 → 1212 on another CPU.
+_WORK_COUNTER = re.compile(r"(evaluations|_computed|iterations|nfev|n_calls)$")
+
+
+def test_reference_holds_no_counter_of_an_algorithms_work_without_a_tolerance():
+    reference = json.loads((REFERENCE_DIR / "results.json").read_text())
+    counters = [(claim["id"], key) for claim in reference["claims"] for check in claim["checks"]
+                for key, _ in leaves(check["measured"] or {})
+                if _WORK_COUNTER.search(key) and key not in (check.get("tolerances") or {})]
+    assert not counters, f"work counters compared as results: {counters}"
