@@ -77,7 +77,7 @@ def _error_record(check: Check, seconds: float, error: str) -> dict:
             "reading": check.reading, "cites": check.cites, "measured": {}, "threshold": None,
             "verdict": "error", "check_verdict": None, "reason": f"the check raised: {error}",
             "seconds": round(seconds, 3), "summary": f"the check raised an error, so it verified nothing: {error}",
-            "control": None, "converged": None, "seeds": None, "assumptions": [], "findings": [], "derivation": [],
+            "control": None, "positive_control": None, "converged": None, "seeds": None, "assumptions": [], "findings": [], "derivation": [],
             "tables": [], "figures": [], "instance": None, "tolerances": {}, "error": error}
 
 
@@ -97,6 +97,7 @@ def _record(check: Check, outcome: CheckOutcome | None, seconds: float, error: s
         "verdict": verdict, "check_verdict": outcome.verdict, "reason": reason, "seconds": round(seconds, 3),
         "summary": outcome.summary,
         "control": None if outcome.control is None else outcome.control.as_dict(),
+        "positive_control": None if outcome.positive_control is None else outcome.positive_control.as_dict(),
         "converged": outcome.converged, "seeds": jsonable(outcome.seeds), "assumptions": list(outcome.assumptions),
         "findings": findings,
         "derivation": [list(step) for step in outcome.derivation],

@@ -46,6 +46,7 @@ FINDING_STATUSES = ("holds", "refuted", "open")
 NOT_DISCRIMINATING = "not discriminating"
 NO_CONTROL = "no negative control"
 NOT_CONVERGED = "not converged"
+NOT_TESTABLE = "not testable under this reading"
 
 
 @dataclass
@@ -78,6 +79,33 @@ class Control:
     def as_dict(self) -> dict:
         return {"description": self.description, "measured": jsonable(self.measured), "rejected": self.rejected,
                 "power": jsonable(self.power)}
+
+
+@dataclass
+class PositiveControl:
+    """A positive control: the check's own decision rule applied to the ideal input (the exact value, the true
+    formula, BMA, the Theorem 1 construction, or the ideal reader under the check's reading).
+
+    Attributes
+    ----------
+    description : str
+        What the ideal is (e.g. "BMA reading every one of the L' examples").
+    measured : Any
+        JSON-serialisable values the rule saw on the ideal.
+    passed : bool
+        True when the rule passed the ideal. A reading whose ideal fails its own rule is not testable under that
+        reading: its verdict would measure the reading, not the model, so the check never decides.
+    """
+
+    description: str
+    measured: Any
+    passed: bool
+
+    def __post_init__(self) -> None:
+        self.passed = bool(self.passed)
+
+    def as_dict(self) -> dict:
+        return {"description": self.description, "measured": jsonable(self.measured), "passed": self.passed}
 
 
 @dataclass
@@ -131,6 +159,9 @@ class CheckOutcome:
         ``abs=1e-9``. Wider ones carry their measured spread in a comment; key ``"reason"``: reports.regression.
     control : Control or None
         The negative control run in the same call (see the module docstring). Required for a ``pass``.
+    positive_control : PositiveControl or None
+        The ideal input through the same rule, run in the same call; when it did not pass, the check is not testable
+        under its reading and reads ``inconclusive`` whatever it measured.
     findings : list of Finding
         Statements of ours (``stronger``) and their status; none listed: one from the verdict (pass → holds, …).
     reason : str
@@ -154,6 +185,7 @@ class CheckOutcome:
     instance: dict | None = None
     tolerances: dict = field(default_factory=dict)
     control: Control | None = None
+    positive_control: PositiveControl | None = None
     findings: list[Finding] = field(default_factory=list)
     reason: str = ""
     converged: dict | None = None
@@ -180,10 +212,15 @@ class CheckOutcome:
 def settle(outcome: CheckOutcome) -> tuple[str, str]:
     """The verdict a check has earned, and the reason when it is withheld: ``(verdict, reason)``.
 
+    A check whose positive control (the ideal through the same rule) did not pass reads ``inconclusive (not
+    testable under this reading)``, whatever it measured: its rule cannot tell the model from the reading.
     A ``pass`` stands only if the check's negative control was rejected and its trained run (if any) converged;
     otherwise it reads ``inconclusive`` with the reason (``not converged`` comes first: an unconverged run says
     nothing whatever its control did). ``fail`` and ``inconclusive`` are kept as the check gave them.
     """
+    if outcome.positive_control is not None and not outcome.positive_control.passed:
+        return "inconclusive", (f"{NOT_TESTABLE}: the ideal ({outcome.positive_control.description}) does not pass "
+                                "the rule")
     if outcome.verdict != "pass":
         return outcome.verdict, outcome.reason
     if outcome.converged is not None and not plateaued(outcome.converged):

@@ -24,8 +24,8 @@ from pathlib import Path
 from PIL import Image
 
 from bma_verify.reports.core import REFUTED, finding_status, verdict_counts
-from bma_verify.reports.render_evidence import (control_sentence, power_line, power_table, seeds_line,
-                                                seeds_table)
+from bma_verify.reports.render_evidence import (control_sentence, positive_control_sentence, power_line, power_table,
+                                                seeds_line, seeds_table)
 from bma_verify.reports.render_math import latex_to_mathml, prose_html, prose_markdown
 
 VERDICT_MARK = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "error": "ERROR",
@@ -172,6 +172,8 @@ def _runs_and_control(check: dict) -> list[tuple[str, tuple | None]]:
     if check.get("seeds"):
         table = seeds_table(check["seeds"])
         parts.append((f"Seeds: {seeds_line(check['seeds'])}.", table if table[1] else None))
+    if check.get("positive_control"):
+        parts.append((f"Positive control: {positive_control_sentence(check['positive_control'])}", None))
     parts.append((f"Negative control: {control_sentence(check['control'])}", None))
     power = (check["control"] or {}).get("power")
     if power:

@@ -1,5 +1,6 @@
 """The sentences and small tables of a check's evidence that the report writes from its record in results.json.
 
+- :func:`positive_control_sentence`: the positive control (the ideal through the same rule) in one sentence.
 - :func:`control_sentence`: the negative control in one sentence, with what the rule saw in a few key numbers (the
   full values stay in results.json) and whether it was rejected.
 - :func:`power_line`, :func:`power_table`: a control's power curve, the rule's outcome as the control moves towards
@@ -91,6 +92,19 @@ def control_sentence(control: dict | None) -> str:
     more = len(leaves) - KEY_VALUES
     seen += f" (and {more} more values in results.json)" if more > 0 else ""
     outcome = "rejected" if control["rejected"] else "NOT rejected (the check does not discriminate)"
+    return f"{control['description']}: " + (f"the rule saw {seen}; " if leaves else "") + f"{outcome}."
+
+
+def positive_control_sentence(control: dict) -> str:
+    """One sentence: what the ideal is, what the rule saw on it, and whether it passed.
+
+    >>> positive_control_sentence({"description": "BMA itself", "passed": False, "measured": {"rho": -1.0}})
+    'BMA itself: the rule saw rho -1; did NOT pass (not testable under this reading).'
+    """
+    leaves = list(_leaves(control["measured"]))
+    seen = ", ".join(leaves[:KEY_VALUES])
+    seen += f" (and {len(leaves) - KEY_VALUES} more values in results.json)" if len(leaves) > KEY_VALUES else ""
+    outcome = "passed" if control["passed"] else "did NOT pass (not testable under this reading)"
     return f"{control['description']}: " + (f"the rule saw {seen}; " if leaves else "") + f"{outcome}."
 
 

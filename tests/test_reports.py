@@ -6,7 +6,8 @@ import pytest
 
 import bma_verify.reports.builder as builder
 from bma_verify.reports import cli, io, render
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, settle, verdict_from_interval
+from bma_verify.reports.core import (NOT_TESTABLE, CheckContext, CheckOutcome, Control, Finding, PositiveControl, settle,
+                                    verdict_from_interval)
 from bma_verify.reports.executor import map_tasks, spawn_seeds
 from bma_verify.reports.registry import CLAIM_IDS, CLAIMS, Check, Claim
 from tests.report_stand_ins import (passing_check, refuted_stronger_check, reproduction_fail_check,
@@ -97,6 +98,20 @@ def test_a_pass_needs_a_rejected_control(tmp_path):
 def test_an_unconverged_run_never_passes(tmp_path):
     claim = _run(Check("model", unconverged_check, "d", reading="reproduction"), tmp_path=tmp_path)
     assert claim["verdict"] == "inconclusive" and claim["checks"][0]["reason"] == "not converged"
+
+
+def test_a_check_whose_ideal_fails_its_own_rule_is_not_testable_whatever_it_measured():
+    # the positive control (the ideal through the same rule) decides whether the rule can decide at all
+    control = Control("near miss", {}, rejected=True)
+    ideal_fails = PositiveControl("BMA reading min(L, L') examples", {"rho": -1.0}, passed=False)
+    for verdict in ("pass", "fail"):
+        settled, reason = settle(CheckOutcome(verdict, {}, control=control, positive_control=ideal_fails))
+        assert settled == "inconclusive" and reason.startswith(NOT_TESTABLE) and "min(L, L')" in reason
+    ideal_passes = PositiveControl("BMA", {}, passed=True)
+    assert settle(CheckOutcome("pass", {}, control=control, positive_control=ideal_passes)) == ("pass", "")
+    record = builder._record(Check("exact", lambda ctx: None, "x"),
+                             CheckOutcome("pass", {}, control=control, positive_control=ideal_passes), 0.0, None)
+    assert record["positive_control"] == {"description": "BMA", "measured": {}, "passed": True}
 
 
 def test_settle_keeps_fail_and_inconclusive():

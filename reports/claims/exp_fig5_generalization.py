@@ -3,12 +3,15 @@ training L generalizes better (Figure 5).
 
 The check reads fig5's preset runs on the report's training seeds (3 at the quick tier, 5 at the full tier) under
 named readings of what the model does with example offsets beyond the training L (R1 end to end, R2 with one head
-budget at the full tier, R3 the selector alone on exact copies). Each end-to-end reading is decided over the seeds
-by the count rule, every seed's runs judged converged by their own plateau tests; the claim is reproduced when R1 or
-R2 reproduces it, not reproduced when both fail. R3 is a diagnostic of the selector and never decides. The near-miss
-control is a grid of ideal readers (BMA reading a fixed number of examples per training L) still ordered the wrong
-way; its power curve moves those numbers from the training L (larger L generalizes better) to the reverse order
-(the claimed one). How the runs and the control were chosen: docs/notes/exp-fig5-generalization.md.
+budget at the full tier, R3 the selector alone on exact copies). A reading decides only if its ideal reader passes
+fig5's rule (its positive control): under R1 and R2 a model trained at L copies at most L examples, so its ideal, BMA
+reading min(L, L') examples, generalizes *worse* the smaller L is (ρ = −1) and the rule rejects it: those readings
+are not testable and never decide. Under R3 the ideal is BMA on every row. Each testable reading is decided over the
+seeds by the count rule, every seed's runs judged converged by their own plateau tests; the claim is reproduced when
+a testable reading reproduces it, not reproduced when every one fails. The near-miss control is a grid of ideal
+readers (BMA reading a fixed number of examples per training L) still ordered the wrong way; its power curve moves
+those numbers from the training L (larger L generalizes better) to the reverse order (the claimed one). How the runs
+and the control were chosen: docs/notes/exp-fig5-generalization.md.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from bma_verify.reports.checks.trained import (combine_sides, count_rule_text, c
                                                run_convergence, seed_counts, seeded_runs, seeds_record, seeds_text,
                                                training_seeds)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
 
 #: L_pa^{L'} within this of BMA's (nats) counts as "near BMA": the control (BMA reading only min(L, L') of the L'
 #: examples) is 0.22-1.5 nats above BMA at every L' > L on fig5's contexts. The same at both tiers.
@@ -49,8 +52,15 @@ TOLERANCES = {
     "R2_shared_budget.mean_parent_loss_gap": MEAN_GAP_TOL, "R2_shared_budget.grid": GAP_TOL,
     "R2_shared_budget.test_L_near_bma": {"abs": 2}, "R2_shared_budget.own_L_parent_loss_gap": OWN_GAP_TOL,
     "R2_shared_budget.spearman_train_L_vs_mean_gap": {"abs": 0.0}}
-#: The readings that decide: the end-to-end runs. R3 (the trained selector on exact copies) is a diagnostic.
-DECIDING_READINGS = ("R1", "R2")
+#: What the ideal model under each reading reads at L' test examples when trained at L (its positive control): under
+#: R1 a copier head copies one example offset up to L; under R2 offsets beyond L keep their untrained initial values,
+#: so neither can use more than L examples; under R3 the selector gets exact copies of all L' examples.
+IDEAL_READER = {"R1": "BMA reading min(L, L') of the L' examples (the most a model trained at L copies under R1)",
+                "R2": "BMA reading min(L, L') of the L' examples (offsets beyond L are untrained under R2)",
+                "R3": "BMA reading all L' examples (exact copies, W_tf = log π: BMA itself)"}
+#: The side of fig5's rule that compares training L values: where the ideal's rows are equal (R3: BMA on every row),
+#: the ideal cannot speak to it, and its positive control is the claimed order (the control path at t = 1).
+ORDER_SIDE = "smaller_L_generalizes_better"
 #: The fewest training L values that can decide "smaller L generalizes better": over two, Spearman ρ is ±1
 #: whatever the runs do.
 MIN_TRAIN_L = 3
@@ -98,16 +108,47 @@ def _fig5_rule(train_L: list, L_test: list, grid: dict) -> dict:
     return {"sides": sides, "near_count": clearly, "many": many, "mean_gap": mean_gap, "spearman": rank}
 
 
-def _deciding(readings: dict) -> dict:
-    """The end-to-end readings (R1, R2 where trained), which decide; R3 is left out."""
-    return {f"reading {k}": v for k, v in readings.items() if k in DECIDING_READINGS}
-
-
-def _decide_readings(readings: dict) -> str:
-    """Reproduced when an end-to-end reading (R1, R2) reproduces the claim, not reproduced when every one fails,
-    else undecided. R3 never decides."""
-    deciding = list(_deciding(readings).values())
+def _decide_readings(readings: dict, testable) -> str:
+    """Reproduced when a testable reading reproduces the claim, not reproduced when every testable one fails, else
+    undecided (also when no reading is testable). A reading whose ideal fails the rule never decides."""
+    deciding = [v for k, v in readings.items() if k in testable]
+    if not deciding:
+        return "noise"
     return "pass" if "pass" in deciding else "fail" if all(v == "fail" for v in deciding) else "noise"
+
+
+def positive_controls(g: dict, path_grids: list[dict]) -> dict:
+    """{reading: the ideal reader under it through fig5's rule}, on the first seed's contexts.
+
+    ``path_grids`` are the control path's grids (:func:`control_power`): the first (t = 0) is BMA reading each
+    training L's own L examples, R1's and R2's ideal; the last (t = 1) is the claimed order. R3's ideal is BMA on
+    every row; on the side comparing training L values its rows tie, so that side's positive control is the
+    claimed order instead. ``passed``: every side passes."""
+    train_L, L_test = g["train_L"], g["L_test"]
+    ideal = {"R1": path_grids[0], "R3": {L: [0.0] * len(L_test) for L in train_L}}
+    if g["r2"]:
+        ideal["R2"] = path_grids[0]
+    claimed = _fig5_rule(train_L, L_test, path_grids[-1])
+    out = {}
+    for name in sorted(ideal):
+        rule = _fig5_rule(train_L, L_test, ideal[name])
+        sides, order_from = dict(rule["sides"]), "the ideal"
+        if np.ptp(rule["mean_gap"]) == 0:  # equal rows: the ideal cannot order training L
+            sides[ORDER_SIDE], order_from = claimed["sides"][ORDER_SIDE], "the claimed order (control path, t = 1)"
+        out[name] = {"ideal": IDEAL_READER[name], "sides": sides, "order_side_from": order_from,
+                     "mean_gap": rule["mean_gap"], "spearman_rho": rule["spearman"]["rho"],
+                     "near_count": rule["near_count"], "passed": combine_sides(sides) == "pass"}
+    return out
+
+
+def _positive_control(positive: dict) -> PositiveControl:
+    """The check's positive control: it passes when some reading's ideal passes (that reading can decide)."""
+    words = "; ".join(f"{name}: {p['ideal']}, {'passes' if p['passed'] else 'rejected'} (ρ = {p['spearman_rho']:+.2f}"
+                      f", order side from {p['order_side_from']})" for name, p in positive.items())
+    return PositiveControl(f"the ideal reader under each reading through fig5's rule ({words})",
+                           {name: {k: p[k] for k in ("sides", "mean_gap", "spearman_rho", "passed")}
+                            for name, p in positive.items()},
+                           passed=any(p["passed"] for p in positive.values()))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -116,23 +157,27 @@ def _decide_readings(readings: dict) -> str:
 def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
     """fig5 under named readings (R1 end to end, R2 with one head budget at the full tier, R3 selector only), on
     every training seed: L_pa^{L'} − BMA's for each training L; near BMA for many L'? smaller L better? Each
-    reading is decided by the count rule over the seeds; reproduced when R1 or R2 reproduces it, not reproduced when
-    both fail (R3 is shown, never decides). Figures and tables show the first seed's runs; every seed's values are
-    in ``seeds``."""
+    testable reading (its ideal passes the rule) is decided by the count rule over the seeds; reproduced when one
+    reproduces it, not reproduced when every one fails; a reading whose ideal fails is shown and never decides.
+    Figures and tables show the first seed's runs; every seed's values are in ``seeds``."""
     grids = [_compute_grids(runs) for runs in seeded_runs(ctx, "fig5")]
+    power, path_grids = control_power(grids[0])
+    positive = positive_controls(grids[0], path_grids)
+    testable = tuple(name for name, p in positive.items() if p["passed"])
     decisions = [_seed_decision(g) for g in grids]
     counts = _count_readings(decisions)
-    verdict, reason, converged = _verdict(grids[0], counts, decisions)
-    record = seeds_record(training_seeds(ctx, "fig5"), [_decide_readings(d["readings"]) for d in decisions],
+    verdict, reason, converged = _verdict(grids[0], counts, decisions, positive)
+    record = seeds_record(training_seeds(ctx, "fig5"), [_decide_readings(d["readings"], testable) for d in decisions],
                           [d["all"] for d in decisions], [_seed_metrics(g, d) for g, d in zip(grids, decisions)])
-    record["readings"] = {name: {"decides": name in DECIDING_READINGS, "verdict": c["verdict"],
+    record["readings"] = {name: {"decides": name in testable, "verdict": c["verdict"],
                                  "reason": c["reason"], "statuses": [d["readings"][name] for d in decisions],
                                  "counts": seed_counts([d["readings"][name] for d in decisions],
                                                        [d["tests"][name] for d in decisions])}
                           for name, c in counts.items()}
-    control, control_grid = _control(grids[0])
+    control, control_grid = _control(grids[0], power, path_grids)
     decided = {**decisions[0], "verdict": verdict, "reason": reason, "converged": converged, "control": control,
-               "control_grid": control_grid, "counts": counts, "seeds": record}
+               "control_grid": control_grid, "counts": counts, "seeds": record, "positive": positive,
+               "testable": testable}
     return _render(ctx, grids[0], decided)
 
 
@@ -183,13 +228,21 @@ def _count_readings(decisions: list[dict]) -> dict:
     return out
 
 
-def _verdict(g: dict, counts: dict, decisions: list[dict]) -> tuple[str, str, dict]:
-    """Reproduced when a deciding reading is reproduced by the count rule, not reproduced when every deciding
-    reading is not; else inconclusive, naming each undecided reading's counts and the runs still improving."""
-    deciding = {k: v for k, v in counts.items() if k in DECIDING_READINGS}
-    overall = count_verdict([_decide_readings(d["readings"]) for d in decisions], [d["all"] for d in decisions])[2]
+def _verdict(g: dict, counts: dict, decisions: list[dict], positive: dict) -> tuple[str, str, dict]:
+    """Reproduced when a testable reading is reproduced by the count rule, not reproduced when every testable
+    reading is not; else inconclusive, naming each undecided reading's counts and the runs still improving (or, with
+    no testable reading, why each reading's ideal fails)."""
+    testable = [k for k, p in positive.items() if p["passed"]]
+    deciding = {k: v for k, v in counts.items() if k in testable}
+    overall = count_verdict([_decide_readings(d["readings"], testable) for d in decisions],
+                            [d["all"] for d in decisions])[2]
     verdicts = [v["verdict"] for v in deciding.values()]
-    if "pass" in verdicts:
+    if not deciding:
+        verdict, plateaued = "inconclusive", overall["plateaued"]
+        reason = "not testable under any reading: " + "; ".join(
+            f"{k}'s ideal ({p['ideal']}) is rejected by the rule (ρ = {p['spearman_rho']:+.2f})"
+            for k, p in positive.items())
+    elif "pass" in verdicts:
         verdict, reason = "pass", ""
         plateaued = any(v["converged"]["plateaued"] for v in deciding.values() if v["verdict"] == "pass")
     elif all(v == "fail" for v in verdicts):
@@ -198,7 +251,7 @@ def _verdict(g: dict, counts: dict, decisions: list[dict]) -> tuple[str, str, di
         stalled = [f"seed {d['seed']}: {', '.join(d['all']['not_plateaued'])}" for d in decisions
                    if d["all"]["not_plateaued"]]
         verdict, plateaued = "inconclusive", overall["plateaued"]
-        reason = "; ".join(f"{k} {v['reason'] or _reading_word(v['verdict'])}" for k, v in deciding.items()
+        reason = "; ".join(f"reading {k}: {v['reason'] or _reading_word(v['verdict'])}" for k, v in deciding.items()
                            if v["verdict"] != "fail") + (f" (still improving: {'; '.join(stalled)})" if stalled else "")
     if len(g["train_L"]) < MIN_TRAIN_L:
         verdict, reason = "inconclusive", (f"cannot decide: {len(g['train_L'])} training L values (over two, "
@@ -241,10 +294,9 @@ def control_power(g: dict) -> tuple[list[dict], list[dict]]:
     return power, grids
 
 
-def _control(g: dict) -> tuple[Control, dict]:
+def _control(g: dict, power: list[dict], grids: list[dict]) -> tuple[Control, dict]:
     """The near-miss control (the path's point at ``CONTROL_T``: ideal readers still ordered the wrong way) with the
-    power curve, and its grid."""
-    power, grids = control_power(g)
+    power curve (:func:`control_power`), and its grid."""
     i = CONTROL_PATH.index(CONTROL_T)
     near = power[i]
     control = Control(f"ideal readers still ordered the wrong way: the row of training L is BMA reading the last "
@@ -280,9 +332,11 @@ def _render(ctx: CheckContext, g: dict, d: dict) -> CheckOutcome:
     return CheckOutcome(
         verdict=d["verdict"], measured=_measured(g, d), threshold=_threshold(g, d),
         summary=_seeds_summary(d) + _summary(g, d), tables=_tables(g, d), figures=figs, control=d["control"],
+        positive_control=_positive_control(d["positive"]),
         reason=d["reason"], converged=d["converged"], assumptions=_assumptions(g, d), seeds=d["seeds"],
         instance=None if d["verdict"] != "fail" else {
-            "mean_parent_loss_gap": dict(zip(labels, d["rules"]["R1"]["mean_gap"])), "kernel": first.kernel.tolist(),
+            "reading": d["testable"][0], "kernel": first.kernel.tolist(),
+            "mean_parent_loss_gap": dict(zip(labels, d["rules"][d["testable"][0]]["mean_gap"])),
             "reproduce": f"bma-verify train --preset fig5 --tier {ctx.tier} --seed {first.config.seed}"},
         tolerances=TOLERANCES)
 
@@ -293,12 +347,12 @@ def _seeds_summary(d: dict) -> str:
 
     def reading(name: str) -> str:
         c, rho = record["readings"][name]["counts"], metrics[f"{name}.spearman_rho"]
-        return (f"{name}{'' if name in DECIDING_READINGS else ' (diagnostic, never decides)'} "
+        return (f"{name}{'' if name in d['testable'] else ' (not testable: its ideal fails the rule)'} "
                 f"{_reading_word(d['counts'][name]['verdict'])} ({c['meet']} seeds meet the rule, {c['miss']} miss "
                 f"it, {c['undecided']} within noise, {c['not_converged']} not converged; ρ median "
                 f"{rho['median']:+.2f}, range {rho['min']:+.2f}..{rho['max']:+.2f})")
 
-    return (f"{seeds_text(record)} (a seed meets the rule when R1 or R2 does). Count rule per reading "
+    return (f"{seeds_text(record)} (a seed meets the rule when a testable reading does). Count rule per reading "
             f"({count_rule_text(record['n'])}): " + "; ".join(reading(name) for name in d["counts"])
             + f". The rest is the first seed's runs (training seed {d['seed']}): ")
 
@@ -336,8 +390,8 @@ def _threshold(g: dict, d: dict) -> dict:
             "smaller_L_generalizes_better": "Spearman ρ(training L, mean gap over L') > 0 at every shift of "
                                             f"the mean gaps by ±{MEAN_GAP_BAND} (the ideal reader of min(L, L'): "
                                             f"{ideal:+.2f})",
-            "decides": "the end-to-end readings R1 and R2 (R2 at the full tier), each by the count rule over the "
-                       "training seeds; R3 is a diagnostic",
+            "decides": "the readings whose ideal reader passes the rule (positive control), each by the count rule "
+                       "over the training seeds; here: " + (", ".join(d["testable"]) or "none"),
             "count_rule": count_rule_text(d["seeds"]["n"]), "converged": PLATEAU_RULE}
 
 
@@ -356,8 +410,9 @@ def _summary(g: dict, d: dict) -> str:
                + _reading_text(rules["R2"], train_L)) if g["r2"] else ""
     return (f"R1 (end to end, clipped offsets) {_reading_word(readings['R1'])}"
             + (f"; R2 (shared head budget) {_reading_word(readings['R2'])}" if g["r2"] else "")
-            + f"; diagnostic, never decides: R3 (selector only: each trained W_tf on exact copies of the L' "
-              f"examples) {_reading_word(readings['R3'])}. " + r2_text + "R3: " + _reading_text(rules["R3"], train_L)
+            + f"; R3 (selector only: each trained W_tf on exact copies of the L' examples) "
+              f"{_reading_word(readings['R3'])}. Testable (the ideal passes the rule): "
+            + (", ".join(d["testable"]) or "none") + ". " + r2_text + "R3: " + _reading_text(rules["R3"], train_L)
             + f"R1 in detail: run under {FIG5_READING.split(':')[0]} (clipped offsets, K = 2L + 4 heads). Near BMA "
               f"(below {NEAR_BMA} nats by more than the noise band {GAP_BAND}) at "
             + ", ".join(f"{n} of {len(L_test)} L' for L = {L}" for L, n in rule["near_count"].items())
@@ -393,9 +448,12 @@ def _tables(g: dict, d: dict) -> list[Table]:
 
 def _assumptions(g: dict, d: dict) -> list[str]:
     readings = d["counts"]
-    return [f"{FIG5_READING}: {_reading_word(readings['R1']['verdict'])}",
-            *([f"{FIG5_READING_R2}: {_reading_word(readings['R2']['verdict'])}"] if g["r2"] else []),
-            f"{FIG5_READING_R3}, a diagnostic that never decides: {_reading_word(readings['R3']['verdict'])}",
+    def testable(name: str) -> str:
+        return "" if name in d["testable"] else " (not testable: its ideal reader fails the rule, so it never decides)"
+
+    return [f"{FIG5_READING}{testable('R1')}: {_reading_word(readings['R1']['verdict'])}",
+            *([f"{FIG5_READING_R2}{testable('R2')}: {_reading_word(readings['R2']['verdict'])}"] if g["r2"] else []),
+            f"{FIG5_READING_R3}{testable('R3')}: {_reading_word(readings['R3']['verdict'])}",
             f"'near BMA' = L_pa^{{L'}} within {NEAR_BMA} nats of BMA's; 'many' = at least half of the tested L', "
             "for at least one training L (the lenient reading)",
             "'smaller training L generalizes better' = the mean of L_pa^{L'} − BMA's over the tested L' rises with "

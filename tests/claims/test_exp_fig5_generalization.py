@@ -1,8 +1,10 @@
 """exp-fig5-generalization on stand-in runs: Theorem 1 constructions (BMA at their training L, W_tf = log π), the
 construction with its selector frozen at another kernel (converged, cannot represent BMA) and untrained models.
-The check must decide each end-to-end reading over the training seeds by the count rule, reject its near-miss
-control and show the control's power curve (rejecting its far end, passing the claimed order), let only R1 and R2
-decide, fail converged runs that miss them, and say when too few training L values cannot decide.
+The check must run each reading's ideal reader through its rule (positive control: R1's and R2's ideal, BMA reading
+min(L, L') examples, is rejected, so they never decide; R3's, BMA itself, passes), decide each testable reading over
+the training seeds by the count rule, reject its near-miss control and show the control's power curve (rejecting its
+far end, passing the claimed order), fail converged runs that miss, and say when too few training L values cannot
+decide.
 
 Reference: ``numerics`` BMA on the same contexts (``analysis.truncated_bma_metrics``), the runs' own ``by_test_L``
 rows, hand-made grids and per-seed outcomes counted by hand.
@@ -16,7 +18,7 @@ import bma_verify.reports.claims.exp_fig5_generalization as fig5
 from bma_verify.model import analysis
 from bma_verify.model.generalization import end_to_end_grid, held_out_batches, reader_grids
 from bma_verify.model.presets import FIG5_R2_PREFIX
-from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
+from bma_verify.reports.core import NOT_DISCRIMINATING, NOT_TESTABLE, CheckContext, settle
 from tests.trained_stand_ins import patch_runs, stand_in_run
 
 TEST_L = (1, 2, 3, 5)
@@ -61,6 +63,12 @@ def test_fig5_decides_on_three_seeds_and_rejects_its_near_miss_control(fig5_runs
     assert outcome.converged["plateaued"] and outcome.converged["converged_seeds"] == 3
     assert set(outcome.converged["seeds"][0]["runs"]) == {"L1", "L2", "L3"}
     assert outcome.control.measured["spearman"]["high"] < 0 and outcome.control.rejected
+    # positive controls: R1's ideal (BMA reading its training L examples) is rejected (ρ = −1), R3's (BMA) passes
+    positive = outcome.positive_control.measured
+    assert not positive["R1"]["passed"] and positive["R1"]["spearman_rho"] == -1.0
+    assert positive["R3"]["passed"] and positive["R3"]["mean_gap"] == [0.0] * 3 and outcome.positive_control.passed
+    # the constructions' selector is log π at every L: under R3 their rows tie, so the order side is within noise
+    assert outcome.measured["count_readings"]["R3"] == "inconclusive" and outcome.verdict == "inconclusive"
     # the median and range of every seed's ρ, read off the per-seed values
     rho = outcome.seeds["metrics"]["R1.spearman_rho"]
     assert rho["median"] == rho["min"] == rho["max"] == outcome.measured["spearman_train_L_vs_mean_gap"]
@@ -100,21 +108,23 @@ def test_reader_grids_share_one_table_and_refuse_zero_examples(fig5_runs):
 
 def test_fig5_fails_a_converged_model_that_cannot_represent_bma(wrong_selector_runs, monkeypatch):
     # the construction with its selector frozen at another kernel's log π, flat held-out curves on every seed:
-    # far from BMA at every L' under R1, so NOT REPRODUCED (not inconclusive)
+    # far from BMA at every L' under R3 (the testable reading), so NOT REPRODUCED (not inconclusive)
     _runs_by_seed(monkeypatch, "quick", [wrong_selector_runs] * 3)
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
     assert outcome.converged["plateaued"] and outcome.seeds["counts"]["miss"] == 3
-    assert outcome.measured["count_readings"]["R1"] == "fail" and settle(outcome) == ("fail", "")
+    assert outcome.measured["count_readings"]["R3"] == "fail" and settle(outcome) == ("fail", "")
+    assert outcome.instance["reading"] == "R3"
     assert outcome.instance["reproduce"].startswith("bma-verify train --preset fig5 --tier quick")
 
 
-def test_fig5_count_rule_needs_three_of_three_converged_seeds(fig5_runs, untrained_runs, monkeypatch):
-    # reference: the per-seed R1 outcomes planted below, counted by hand. Two seeds that miss and one still
+def test_fig5_count_rule_needs_three_of_three_converged_seeds(fig5_runs, wrong_selector_runs, untrained_runs,
+                                                              monkeypatch):
+    # reference: the per-seed R3 outcomes planted below, counted by hand. Two seeds that miss and one still
     # improving cannot decide (2 of 3 < 3); three that miss are NOT REPRODUCED
-    _runs_by_seed(monkeypatch, "quick", [fig5_runs, fig5_runs, untrained_runs])
+    _runs_by_seed(monkeypatch, "quick", [wrong_selector_runs, wrong_selector_runs, untrained_runs])
     ctx = CheckContext(tier="quick", seed=0)
     outcome = fig5.exp_fig5_generalization(ctx)
-    counts = outcome.seeds["readings"]["R1"]["counts"]
+    counts = outcome.seeds["readings"]["R3"]["counts"]
     assert counts == {"meet": 0, "miss": 2, "undecided": 0, "not_converged": 1}
     assert outcome.verdict == "inconclusive" and "count rule undecided: 0 of 3 seeds meet the rule, 2 miss" in \
         outcome.reason
@@ -125,25 +135,26 @@ def test_fig5_count_rule_needs_three_of_three_converged_seeds(fig5_runs, untrain
 
     def decision(g):
         d = real(g)
-        return d | {"readings": d["readings"] | {"R1": next(planted)}}
+        return d | {"readings": d["readings"] | {"R3": next(planted)}}
 
     _runs_by_seed(monkeypatch, "quick", [fig5_runs] * 3)
     monkeypatch.setattr(fig5, "_seed_decision", decision)
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))  # a fresh report cache
-    assert outcome.seeds["readings"]["R1"]["counts"] == {"meet": 2, "miss": 1, "undecided": 0, "not_converged": 0}
-    assert outcome.verdict == "inconclusive" and outcome.reason.startswith("R1 count rule undecided: 2 of 3")
+    assert outcome.seeds["readings"]["R3"]["counts"] == {"meet": 2, "miss": 1, "undecided": 0, "not_converged": 0}
+    assert outcome.verdict == "inconclusive" and outcome.reason.startswith("reading R3: count rule undecided: 2 of 3")
 
 
 def test_fig5_full_tier_counts_each_reading_over_five_seeds(fig5_runs, wrong_selector_runs, monkeypatch):
-    # four seeds of constructions (R1 misses: ρ < 0) and one wrong selector (R1 misses too): 5 of 5 miss R1.
-    # R3 is diagnostic: the constructions' R3 reads within noise, the wrong selector's fails; it never decides
+    # four seeds of constructions (R1 misses: ρ < 0) and one wrong selector (R1 misses too): 5 of 5 miss R1, which
+    # never decides (its ideal fails). R3 decides: the constructions' R3 reads within noise, the wrong selector's fails
     asked = _runs_by_seed(monkeypatch, "full", [fig5_runs] * 4 + [wrong_selector_runs])
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="full", seed=0))
     assert len(asked) == 5 and outcome.seeds["n"] == 5
     assert outcome.seeds["readings"]["R1"]["statuses"] == ["fail"] * 5
     assert outcome.seeds["readings"]["R3"]["statuses"] == ["noise"] * 4 + ["fail"]
     assert outcome.measured["count_readings"] == {"R1": "fail", "R3": "inconclusive"}
-    assert settle(outcome) == ("fail", "") and "at least 4 of 5" in outcome.threshold["count_rule"]
+    assert settle(outcome)[0] == "inconclusive" and "at least 4 of 5" in outcome.threshold["count_rule"]
+    assert outcome.reason.startswith("reading R3: count rule undecided: 0 of 5 seeds meet the rule, 1 miss")
 
 
 def test_fig5_rule_reads_both_halves():
@@ -177,30 +188,44 @@ def test_fig5_reading_r2_is_judged_on_its_own_runs_when_trained(fig5_runs, untra
     assert r2["grid"] == expected and r2["grid"] != outcome.measured["grid"]
     assert r2["own_L_parent_loss_gap"] == {k: r.metrics["parent_loss_gap"] for k, r in untrained_runs.items()}
     assert outcome.seeds["readings"]["R2"]["counts"]["not_converged"] == 3
-    assert outcome.converged["by_reading"]["R1"]["plateaued"] and not outcome.converged["by_reading"]["R2"]["plateaued"]
+    assert outcome.converged["by_reading"]["R3"]["plateaued"] and list(outcome.converged["by_reading"]) == ["R3"]
+    assert not outcome.positive_control.measured["R2"]["passed"]  # R2's ideal reads min(L, L') too: never decides
     assert outcome.verdict == "inconclusive" and "R2-L1, R2-L2, R2-L3" in outcome.reason
     assert any(a.startswith("reading R2") for a in outcome.assumptions) and "R2 (shared head budget)" in outcome.summary
     assert any(t.title.startswith("reading R2") for t in outcome.tables)
 
 
-def test_only_the_end_to_end_readings_decide():
-    # R3 (the selector on exact copies) is a diagnostic: it never turns an end-to-end failure into a pass or noise
-    assert fig5._decide_readings({"R1": "fail", "R3": "pass"}) == "fail"
-    assert fig5._decide_readings({"R1": "fail", "R3": "noise"}) == "fail"
-    assert fig5._decide_readings({"R1": "fail", "R2": "pass", "R3": "fail"}) == "pass"
-    assert fig5._decide_readings({"R1": "fail", "R2": "noise", "R3": "pass"}) == "noise"
+def test_only_the_readings_whose_ideal_passes_decide():
+    # a reading not in ``testable`` never turns another's outcome into a pass, a fail or noise
+    assert fig5._decide_readings({"R1": "pass", "R3": "fail"}, ("R3",)) == "fail"
+    assert fig5._decide_readings({"R1": "fail", "R3": "noise"}, ("R3",)) == "noise"
+    assert fig5._decide_readings({"R1": "fail", "R2": "pass", "R3": "fail"}, ("R2", "R3")) == "pass"
+    assert fig5._decide_readings({"R1": "pass", "R3": "pass"}, ()) == "noise"
 
 
-def test_fig5_fails_converged_runs_whose_end_to_end_reading_misses_whatever_r3_reads(fig5_runs, monkeypatch):
-    # reference: the constructions' R3 forced to pass on every seed: R1 (missing on every seed) still decides
+def test_a_reading_whose_ideal_fails_never_decides_whatever_it_reads(fig5_runs, monkeypatch):
+    # reference: R1 forced to pass on every seed; it is not testable (its ideal reads ρ = −1), so the verdict is
+    # R3's (within noise on the constructions), never a pass
     patch_runs(monkeypatch, {"fig5": fig5_runs})
     real = fig5._seed_decision
-    monkeypatch.setattr(fig5, "_seed_decision", lambda g: (lambda d: d | {"readings": d["readings"] | {"R3": "pass"}})(
+    monkeypatch.setattr(fig5, "_seed_decision", lambda g: (lambda d: d | {"readings": d["readings"] | {"R1": "pass"}})(
         real(g)))
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
-    assert outcome.measured["count_readings"] == {"R1": "fail", "R3": "pass"}
-    assert outcome.converged["plateaued"] and settle(outcome) == ("fail", "")
-    assert "diagnostic, never decides" in outcome.summary
+    assert outcome.measured["count_readings"] == {"R1": "pass", "R3": "inconclusive"}
+    assert settle(outcome)[0] == "inconclusive" and "not testable: its ideal fails the rule" in outcome.summary
+
+
+def test_with_no_testable_reading_the_check_says_so_and_never_decides(fig5_runs, monkeypatch):
+    # every reading's ideal planted as failing: the reason names each ideal, and settle withholds any verdict
+    patch_runs(monkeypatch, {"fig5": fig5_runs})
+    real = fig5.positive_controls
+    monkeypatch.setattr(fig5, "positive_controls", lambda g, grids: {
+        k: v | {"passed": False} for k, v in real(g, grids).items()})
+    outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
+    assert outcome.reason.startswith("not testable under any reading: R1's ideal")
+    assert not outcome.positive_control.passed
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and reason.startswith(NOT_TESTABLE)
 
 
 def test_two_training_L_values_cannot_decide(fig5_runs, monkeypatch):
