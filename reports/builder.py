@@ -33,6 +33,7 @@ from bma_verify.reports.core import (REFUTED, TIERS, CheckContext, CheckOutcome,
                                      settle)
 from bma_verify.reports.executor import children_ignore_interrupts, validate_executor
 from bma_verify.reports.io import replace_dir, write_text_atomic
+from bma_verify.reports.protocol import protocol_record
 from bma_verify.reports.registry import CLAIMS, Check, Claim, get_claim
 from bma_verify.reports.regression import REFERENCE_DIR
 from bma_verify.reports.render import render_html, render_markdown
@@ -205,9 +206,10 @@ def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar) -> No
     pool.shutdown()
 
 
-def claim_record(claim: Claim, records: list[dict]) -> dict:
+def claim_record(claim: Claim, records: list[dict], tier: str = "quick") -> dict:
     """A claim's entry of results.json: verdict from its deciding checks (``refuted`` in place of ``fail`` for a
-    claim of ours, see ``owner``), findings from all of them."""
+    claim of ours, see ``owner``), findings from all of them, and a trained claim's pre-registered protocol at
+    ``tier`` (``reports.protocol.protocol_record``)."""
     deciding = [r for r in records if r["reading"] != "stronger"]
     verdict = claim_verdict([r["verdict"] for r in deciding], claim.owner)
     reasons = sorted({r["reason"] for r in deciding if r["verdict"] in ("inconclusive", "error") and r["reason"]})
@@ -216,7 +218,7 @@ def claim_record(claim: Claim, records: list[dict]) -> dict:
     return {"id": claim.id, "section": claim.section, "owner": claim.owner, "paper": claim.paper,
             "statement": claim.statement, "verdict": verdict, "reasons": reasons, "assumptions": assumptions,
             "reproduction": any(r["reading"] == "reproduction" for r in deciding), "findings": findings,
-            "checks": records}
+            "protocol": protocol_record(claim.id, tier), "checks": records}
 
 
 def _check_record(check: Check, ctx: CheckContext) -> dict:
@@ -264,7 +266,7 @@ def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = F
                 bar.update()
     finally:
         bar.close()
-    return [claim_record(c, records[c.id]) for c in claims]
+    return [claim_record(c, records[c.id], ctx.tier) for c in claims]
 
 
 def _report_context(tier: str, out: Path, *, seed, claims, force, quiet, jobs, backend, scheduler, threads,

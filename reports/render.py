@@ -252,6 +252,16 @@ def _owner(claim: dict) -> str:
     return claim.get("owner", "paper")  # a results.json written before claims had owners holds only the paper's
 
 
+def protocol_line(record: dict) -> str:
+    """'Pre-registered protocol (run set fig2, decided with …): SHA-256 f63e…, revision 1; it draws the training seeds.'"""
+    others = ", ".join(record["decided_with"])
+    revision = ("revisions not available (no docs/notes in this install)" if record["revisions"] is None
+                else f"revision {record['revisions']}" + ("" if record["registered"] else
+                                                           ", NOT listed in the notes' protocol revisions"))
+    return (f"Pre-registered protocol: run set {record['run_set']} (one decision, made with {others}), SHA-256 "
+            f"{record['sha256']}, {revision}; the report's training seeds are drawn from this hash.")
+
+
 def _is_finding(check: dict) -> bool:
     """Does the check show a finding (a stronger reading that ran) rather than a verdict?"""
     return check["reading"] == "stronger" and check["verdict"] != "error"
@@ -261,6 +271,8 @@ def _markdown_claim(claim: dict) -> list[str]:
     md = prose_markdown
     lines = ["", f"## {claim['id']}", "", f"**Verdict: {md(verdict_label(claim))}**", "",
              f"*Paper:* {md(claim['paper'])}", "", f"*Statement checked:* {md(claim['statement'])}"]
+    if claim.get("protocol"):
+        lines += ["", md(protocol_line(claim["protocol"]))]
     if claim["findings"]:
         lines += ["", "Findings (statements of ours, not the paper's):", ""]
         lines += [f"- **{f['status']}**: {md(f['statement'])}" + (f" — {md(f['evidence'])}" if f["evidence"] else "")
@@ -395,6 +407,8 @@ def _html_claim(claim: dict, figures_dir) -> list[str]:
     parts = [f"<h2 id='{_anchor(claim['id'])}'>{e(claim['id'])} — <span class='{claim['verdict']}'>"
              f"{h(verdict_label(claim))}</span></h2>", f"<p><i>Paper:</i> {h(claim['paper'])}</p>",
              f"<p><i>Statement checked:</i> {h(claim['statement'])}</p>"]
+    if claim.get("protocol"):
+        parts.append(f"<p>{h(protocol_line(claim['protocol']))}</p>")
     if claim["findings"]:
         parts.append("<p>Findings (statements of ours, not the paper's):</p><ul>" + "".join(
             f"<li><b>{e(f['status'])}</b>: {h(f['statement'])}" + (f" — {h(f['evidence'])}" if f["evidence"]

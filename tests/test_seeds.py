@@ -3,15 +3,19 @@ tuned on seeds at or above it, and every tuning or probe script refuses a report
 from __future__ import annotations
 
 import ast
+import hashlib
 from pathlib import Path
 
 import pytest
 
 import bma_verify.reports.checks.trained as trained
 import bma_verify.reports.claims.exp_fig2_attention as fig2
+import bma_verify.reports.claims.exp_fig5_generalization as fig5_claim
+import bma_verify.reports.claims.footnote1_selective_induction as footnote1
 from bma_verify.model.presets import PRESETS, TUNED_ON
 from bma_verify.model.seeds import DEV_SEED_MIN, SEEDS_PER_TIER, report_training_seeds, require_dev_seeds
 from bma_verify.reports.core import CheckContext
+from bma_verify.reports.protocol import RUN_SETS
 from tests.trained_stand_ins import stand_in_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,15 +31,35 @@ def test_require_dev_seeds_refuses_report_seeds():
             require_dev_seeds(bad)
 
 
-def test_report_training_seeds_are_distinct_below_the_development_range_and_nested():
+def test_report_training_seeds_are_distinct_below_the_development_range_and_follow_the_protocol_hash():
+    digests = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(3)]
     for report_seed in range(50):
-        for name in ("model:fig2", "model:fig5", "ext-dag-training"):
-            full = report_training_seeds(report_seed, name, SEEDS_PER_TIER["full"])
+        for digest in digests:
+            full = report_training_seeds(report_seed, digest, SEEDS_PER_TIER["full"])
             assert len(set(full)) == len(full) and all(0 <= s < DEV_SEED_MIN for s in full)
-            assert report_training_seeds(report_seed, name, SEEDS_PER_TIER["quick"]) == full[:3]
-    assert report_training_seeds(0, "model:fig2", 5) != report_training_seeds(0, "model:fig5", 5)
+    assert report_training_seeds(0, digests[0], 5) != report_training_seeds(0, digests[1], 5)
+    assert report_training_seeds(0, digests[0], 5) != report_training_seeds(1, digests[0], 5)
     with pytest.raises(ValueError, match="n must be"):
-        report_training_seeds(0, "model:fig2", 0)
+        report_training_seeds(0, digests[0], 0)
+    with pytest.raises(ValueError, match="protocol_sha256 must be 64"):
+        report_training_seeds(0, "model:fig2", 3)
+
+
+def test_changing_a_threshold_or_a_step_count_draws_new_report_seeds(monkeypatch):
+    # pre-registration by construction: the seeds come from the protocol's hash, so a threshold cannot be fitted to
+    # seeds already seen. Reference: the seeds before the change, computed the same way.
+    ctx = CheckContext(tier="quick", seed=0)
+    before = {name: trained.training_seeds(ctx, name) for name in RUN_SETS}
+    assert trained.training_seeds(ctx, "fig3") == before["fig2"]  # fig3 reads fig2's runs
+    monkeypatch.setitem(trained.THRESHOLDS["quick"], "parent_loss_gap", 0.029)
+    after = {name: trained.training_seeds(ctx, name) for name in RUN_SETS}
+    assert after["fig2"] != before["fig2"]  # fig2, fig3 and thm2 decide on it
+    assert after["fig5"] == before["fig5"] and after["footnote1-selective-induction"] == before[
+        "footnote1-selective-induction"]
+    monkeypatch.setattr(fig5_claim, "NEAR_BMA", fig5_claim.NEAR_BMA + 0.01)
+    assert trained.training_seeds(ctx, "fig5") != before["fig5"]
+    monkeypatch.setitem(footnote1.TRAIN_SIZES, "quick", footnote1.TRAIN_SIZES["quick"] | {"steps": 3001})
+    assert trained.training_seeds(ctx, "footnote1-selective-induction") != before["footnote1-selective-induction"]
 
 
 def test_presets_are_tuned_on_development_seeds_only():

@@ -10,9 +10,9 @@ import torch
 import bma_verify.reports.checks.trained as trained
 from bma_verify import numerics
 from bma_verify.model.construction import bma_construction
-from bma_verify.model.seeds import SEEDS_PER_TIER, report_training_seeds
 from bma_verify.model.train_config import StructuredOptions, TaskShapedOptions, TrainConfig, config_record
 from bma_verify.model.training import TrainRun, bma_reference, eval_batch, evaluate, evaluate_test_L, run_kernel, train
+from bma_verify.reports.core import CheckContext
 
 
 #: The evaluation steps of a stand-in's held-out curve (ten evaluations, as fig2's quick run records).
@@ -77,6 +77,6 @@ def patch_runs(monkeypatch, runs_by_preset: dict) -> None:
         runs = runs_by_preset[name]
         if isinstance(runs, dict):
             return runs
-        return runs[report_training_seeds(0, f"model:{name}", SEEDS_PER_TIER["full"]).index(seed)]
+        return runs[trained.training_seeds(CheckContext(tier=tier, seed=0), name).index(seed)]
 
     monkeypatch.setattr(trained, "train_preset_runs", fake)

@@ -26,6 +26,7 @@ from bma_verify.model.seeds import SEEDS_PER_TIER, report_training_seeds
 from bma_verify.model.train_config import GPTOptions
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.core import CheckContext, Control
+from bma_verify.reports.protocol import COUNT_FRACTION, protocol, protocol_hash
 
 #: Thresholds shared by the trained checks, per tier. Quick: L_pa's is set between fig2's quick run on development
 #: seeds 1000-1004 (converged runs: +0.011 to +0.014) and the near-miss control BMA reading 9 of 10 examples (+0.043
@@ -68,10 +69,15 @@ LOSS_COLUMNS = ["run", "query loss", "BMA loss", "gap", "L_pa", "BMA L_pa", "log
 # Runs, kernels, figures.
 
 def training_seeds(ctx: CheckContext, name: str) -> list[int]:
-    """The report's training seeds for preset ``name``: ``SEEDS_PER_TIER[tier]`` of them, all below
-    ``DEV_SEED_MIN`` (presets are tuned only on seeds at or above it)."""
-    name = "fig2" if name == "fig3" else name  # fig3 reads the parameters of fig2's run
-    return report_training_seeds(ctx.seed, f"model:{name}", SEEDS_PER_TIER[ctx.tier])
+    """The report's training seeds for run set ``name`` (``reports.protocol.RUN_SETS``; "fig3" reads fig2's runs):
+    ``SEEDS_PER_TIER[tier]`` of them, below ``DEV_SEED_MIN``, drawn from the report seed and the run set's protocol
+    hash (:func:`protocol_digest`)."""
+    return report_training_seeds(ctx.seed, protocol_digest(name, ctx.tier), SEEDS_PER_TIER[ctx.tier])
+
+
+def protocol_digest(name: str, tier: str) -> str:
+    """SHA-256 of the protocol of run set ``name`` at ``tier`` ("fig3" names fig2's run set)."""
+    return protocol_hash(protocol("fig2" if name == "fig3" else name, tier))
 
 
 def _runs_key(ctx: CheckContext, name: str, output: str, seed: int) -> str:
@@ -244,8 +250,8 @@ def fig2_threshold(ctx: CheckContext, half: dict) -> dict:
 # Seeds: a trained reproduction decides on several training seeds by a count rule.
 
 def seeds_needed(n: int) -> int:
-    """How many of ``n`` seeds must agree: ceil(0.8 n), i.e. 3 of 3, 4 of 5."""
-    return math.ceil(0.8 * n)
+    """How many of ``n`` seeds must agree: ceil(COUNT_FRACTION · n), i.e. 3 of 3, 4 of 5."""
+    return math.ceil(COUNT_FRACTION * n)
 
 
 def count_rule_text(n: int) -> str:

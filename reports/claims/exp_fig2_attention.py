@@ -11,13 +11,15 @@ History: docs/notes/exp-fig2-attention.md.
 from __future__ import annotations
 
 from bma_verify.model import figures
+from bma_verify.model.presets import preset_configs
 from bma_verify.model.training import eval_batch
-from bma_verify.reports.checks.trained import (LOSS_COLUMNS, TRAINED_TOL, combine_sides, count_verdict, draw_figure,
-                                               fig2_sides, fig2_threshold, loss_split_rows, near_miss_control,
-                                               power_text, run_assumptions, run_convergence, seeded_runs, seeds_record,
-                                               seeds_text, trained_runs, training_seeds)
+from bma_verify.reports.checks.trained import (LOSS_COLUMNS, NOISE_BAND, THRESHOLDS, TRAINED_TOL, combine_sides,
+                                               count_verdict, draw_figure, fig2_sides, fig2_threshold, loss_split_rows,
+                                               near_miss_control, power_text, run_assumptions, run_convergence,
+                                               seeded_runs, seeds_record, seeds_text, trained_runs, training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
+from bma_verify.reports.protocol import run_plan
 
 #: The run's metrics the check reports.
 MEASURED_KEYS = ("query_loss", "bma_loss", "gap_to_bma", "parent_loss", "bma_parent_loss", "parent_loss_gap",
@@ -29,6 +31,18 @@ TOLERANCES = {"query_loss": TRAINED_TOL["gap_to_bma"], "gap_to_bma": TRAINED_TOL
               # the full tier's logit-rule run: not in the quick reference; L_pa's tolerance for its values
               "logit_rule": TRAINED_TOL["parent_loss_gap"]}
 
+
+def protocol(tier: str) -> dict:
+    """What fig2's verdict is decided by at ``tier`` (part of the fig2 run set's pre-registered protocol,
+    ``reports.protocol``): the runs (mixture and, at the full tier, the logit rule), fig2's thresholds and noise
+    bands, the plateau floor, and the near-miss control."""
+    outputs = ("mixture", "logit") if tier == "full" else ("mixture",)
+    return {"runs": {output: {label: run_plan(c)
+                              for label, c in preset_configs("fig2", tier=tier, output=output).items()}
+                     for output in outputs},
+            "thresholds": THRESHOLDS[tier], "noise_band": NOISE_BAND, "plateau_min_drop": NOISE_BAND["gap_to_bma"],
+            "rule": "gap to BMA, parent-accuracy shortfall and L_pa gap each at most its threshold (± noise band)",
+            "control": "BMA reading L − 1 of the L examples"}
 
 def seed_outcome(ctx: CheckContext, metrics: dict) -> tuple[dict, str, dict]:
     """(sides, status, plateau test) of one seed's run: fig2's rule and whether the run's own curve has plateaued."""

@@ -39,6 +39,13 @@ TOLERANCES = {"off_block_fraction": {"abs": 0.015},  # by up to 0.0039
               "copying_heads": {"abs": 4}, "copying_heads_peaking_at_0": {"abs": 4}, "examples_covered": {"abs": 1}}
 
 
+def protocol(tier: str) -> dict:
+    """fig3's part of the fig2 run set's protocol (it reads fig2's runs): its thresholds, bands and control."""
+    return {"thresholds": THRESHOLDS[tier], "noise_band": NOISE_BAND,
+            "parent_loss_gap": SHARED_THRESHOLDS[tier]["parent_loss_gap"],
+            "rule": "every copying head's w_H peaks at offset 0; off-block energy and σ(W_OV) error below threshold",
+            "control": {"shifts": CONTROL_SHIFTS, "near_miss": NEAR_MISS_SHIFT}}
+
 def parameter_sides(ctx: CheckContext, summary: dict) -> dict:
     """fig3's rule on a parameter summary: every copying head peaks at offset 0, and the off-block energy and the
     σ(W_OV) error are below their thresholds by more than their bands."""

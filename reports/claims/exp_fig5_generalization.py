@@ -23,12 +23,13 @@ from bma_verify.model import analysis, figures
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.convergence import runs_plateau
 from bma_verify.model.generalization import end_to_end_grid, held_out_batches, reader_grids, selector_only_grid
-from bma_verify.model.presets import FIG5_R2_PREFIX, fig5_readings
-from bma_verify.reports.checks.trained import (combine_sides, count_rule_text, count_verdict, draw_figure,
+from bma_verify.model.presets import FIG5_R2_PREFIX, fig5_readings, preset_configs
+from bma_verify.reports.checks.trained import (NOISE_BAND, combine_sides, count_rule_text, count_verdict, draw_figure,
                                                run_convergence, seed_counts, seeded_runs, seeds_record, seeds_text,
                                                training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
+from bma_verify.reports.protocol import run_plan
 
 #: L_pa^{L'} within this of BMA's (nats) counts as "near BMA": the control (BMA reading only min(L, L') of the L'
 #: examples) is 0.22-1.5 nats above BMA at every L' > L on fig5's contexts. The same at both tiers.
@@ -82,6 +83,16 @@ FIG5_READING_R3 = ("reading R3: selector only, each trained W_tf (read from W_KQ
                    "exact copies of the L' examples, as in Theorem 1's construction (how well the learned selector is "
                    "calibrated, whatever the copier does at L' ≠ L)")
 
+
+def protocol(tier: str) -> dict:
+    """What fig5's verdict is decided by at ``tier`` (its pre-registered protocol, ``reports.protocol``): the runs,
+    the readings and their ideal readers, the rule's thresholds and bands, and the control's path."""
+    return {"runs": {label: run_plan(c) for label, c in preset_configs("fig5", tier=tier).items()},
+            "readings": IDEAL_READER, "near_bma": NEAR_BMA, "gap_band": GAP_BAND, "mean_gap_band": MEAN_GAP_BAND,
+            "min_train_L": MIN_TRAIN_L, "control": {"path": CONTROL_PATH, "near_miss": CONTROL_T},
+            "plateau_min_drop": NOISE_BAND["gap_to_bma"],
+            "rule": "some training L within NEAR_BMA of BMA at half the tested L'; Spearman ρ(training L, mean gap) "
+                    "> 0 at every shift within the band; a reading decides only if its ideal passes"}
 
 def _reading_word(status: str) -> str:
     return {"pass": "reproduced", "fail": "not reproduced", "inconclusive": "undecided by the count rule"}.get(

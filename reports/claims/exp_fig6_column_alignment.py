@@ -25,6 +25,7 @@ from bma_verify.reports.checks.trained import (combine_sides, count_rule_text,
                                                threshold_side, training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control
+from bma_verify.reports.protocol import run_plan
 
 #: (1/d)‖σ_col(W_tf) − σ_col(log π)‖₁ below which the columns match (paper: 0.0278); W_tf + b1ᵀ reads 0.69.
 #: parent_loss_gap: fig6's own (0.028, the value it had when shared with fig2): fig2's full-tier 0.015 was set on
@@ -48,6 +49,13 @@ QUICK_REASON = ("quick tier cannot decide: one seed of fig6's run (d = 20, H = 5
 #: trained W_tf itself).
 SHIFT_FACTORS = (2.0, 1.0, 0.5, 0.25, 0.125, 0.0)
 
+
+def protocol(tier: str) -> dict:
+    """What fig6's verdict is decided by at ``tier`` (its pre-registered protocol, ``reports.protocol``): the runs
+    (the full tier's; the quick tier trains none), thresholds, bands and the control's shifts."""
+    return {"runs": {label: run_plan(c) for label, c in preset_configs("fig6", tier="full").items()},
+            "trains": tier == "full", "thresholds": THRESHOLDS[tier], "noise_band": NOISE_BAND,
+            "control": {"shift_factors": SHIFT_FACTORS}}
 
 def column_sides(ctx: CheckContext, column_error: float, row_error: float) -> dict:
     """fig6's rule: the column error below its threshold, and below the row error, each by more than the band."""

@@ -20,12 +20,13 @@ from bma_verify.model.gpt_training import (GPT_DECIDING, GPT_READINGS, GPT_SHARE
                                           bma_reading_levels)
 from bma_verify.model.presets import preset_configs, train_config
 from bma_verify.model.training import eval_batch
-from bma_verify.reports.checks.trained import (NOISE_BAND, combine_sides, count_rule_text, count_verdict,
+from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_sides, count_rule_text, count_verdict,
                                                fig2_sides, half_examples, near_miss_control, power_text,
                                                run_convergence, seeds_record, seeds_text, threshold_side,
                                                train_in_workers, training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
+from bma_verify.reports.protocol import run_plan
 
 #: What each reading is, as the report names it.
 READING_NAMES = {"gpt-d2-absolute": "GPT, depth 2, learned absolute positions",
@@ -71,6 +72,16 @@ DIAGNOSTIC_TOLERANCES = {"kl": {"abs": 0.01}, "query_loss": {"abs": 0.01},
                                            "ATEN_CPU_CAPABILITY=default (docs/notes/exp-robustness.md)"}
                             for key in ("verdict", "reason")}}
 
+
+def protocol(tier: str) -> dict:
+    """What exp-robustness's verdict is decided by at ``tier`` (its pre-registered protocol, ``reports.protocol``):
+    every reading's run, the seed plan, the deciding readings, the KL rule and fig2's rule for the absolute model."""
+    return {"runs": {label: run_plan(c) for label, c in preset_configs("robustness", tier=tier).items()},
+            "seed_plan": SEED_PLAN[tier], "skipped": sorted(QUICK_SKIPPED) if tier == "quick" else [],
+            "decides": decides(tier), "kl_z": KL_Z, "kl_plateau_min_drop": KL_RESOLUTION,
+            "fig2_rule": {"thresholds": THRESHOLDS[tier], "noise_band": NOISE_BAND},
+            "rule": "a GPT reading meets the rule when its KL from BMA sits KL_Z standard errors below BMA reading "
+                    "L − 1 of the L examples"}
 
 def decides(tier: str) -> dict[str, str]:
     """Which part of the claim each deciding reading decides at ``tier``."""

@@ -20,6 +20,7 @@ from bma_verify.reports.checks.trained import (count_verdict, power_text, seeds_
                                                untrained_record)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table
+from bma_verify.reports.protocol import run_plan
 
 #: Run sizes per tier (the quick tier's are the runs its control is computed on, and what the probes train).
 SIZES = {
@@ -51,6 +52,13 @@ TOLERANCES = {f"{name}.final.{key}": {"abs": SPREAD[name][which]} for name in ("
               for key, which in (("lpa_gap", "lpa"), ("lpa_model", "lpa"), ("query_gap", "query"),
                                  ("loss_model", "query"))}
 
+
+def protocol(tier: str) -> dict:
+    """What ext-dag-training is decided by at ``tier`` (its pre-registered protocol, ``reports.protocol``): both
+    models' configs, whether the tier trains, and the rule's tolerances."""
+    return {"runs": {name: run_plan(run_config(tier, name, 0)) for name in ("pair", "heads")},
+            "trains": tier in TRAINS, "lpa_tol": LPA_TOL, "query_tol": QUERY_TOL,
+            "rule": "upper 3-SE bounds of the held-out L_pa gap and query-loss gap below their tolerances"}
 
 def run_config(tier: str, name: str, seed: int) -> DagTrainConfig:
     """The configuration of model ``name`` ("pair" or "heads") trained on ``seed`` at ``tier``'s sizes."""

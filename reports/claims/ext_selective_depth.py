@@ -18,6 +18,7 @@ from bma_verify.model.convergence import runs_plateau
 from bma_verify.reports.checks.trained import count_verdict, seeds_record, seeds_text, training_seeds, untrained_record
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
+from bma_verify.reports.protocol import run_plan
 
 DEPTHS = (2, 3)
 #: Tiers that train (the quick tier cannot afford 3 seeds of both depths: 2 × 3 runs of about 2 minutes).
@@ -35,6 +36,13 @@ POWER_WEIGHTS = (0.0, 0.5, 0.8, 0.9, 0.95, 1.0)
 SCALE = {"d": 5, "lags": (1, 2, 3), "T": 32, "batch_size": 64, "lr": 1e-3, "d_model": 64, "d_qk": 32,
          "n_heads": 1, "steps": 3000}
 
+
+def protocol(tier: str) -> dict:
+    """What ext-selective-depth is decided by at ``tier`` (its pre-registered protocol, ``reports.protocol``): the
+    runs per depth, whether the tier trains, and the rule's tolerance, z and share."""
+    return {"runs": {str(depth): run_plan(AttentionOnlyConfig(n_layers=depth, seed=0, **SCALE)) for depth in DEPTHS},
+            "trains": tier in TRAINS, "kl_tol": KL_TOL, "z": Z, "share": SHARE,
+            "control": {"power_weights": POWER_WEIGHTS}}
 
 def judge_run(final: dict, converged: bool) -> str:
     """'solves', 'does not solve' or 'undecided' for one run (KL_TOL, Z; unconverged runs are undecided)."""

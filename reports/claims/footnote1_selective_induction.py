@@ -21,6 +21,7 @@ from bma_verify.model.selective_training import (SelectiveTrainConfig, eval_batc
 from bma_verify.reports.checks.trained import count_verdict, power_text, seeds_record, seeds_text, training_seeds
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
+from bma_verify.reports.protocol import run_plan
 
 #: Lag sets (theirs are small sets of lags; ours span contiguous and gapped sets).
 LAG_SETS = ([1, 2, 3], [2, 5], [1, 4], [1, 2])
@@ -162,6 +163,13 @@ QUERY_TOL = 0.02
 #: Run sizes per tier (the quick tier's are what its control is computed on and what the probe trains).
 TRAIN_SIZES = {"quick": {"steps": 3000, "eval_contexts": 2000}, "full": {"steps": 3000, "eval_contexts": 4000}}
 
+
+def protocol(tier: str) -> dict:
+    """What footnote 1's trained check is decided by at ``tier`` (its pre-registered protocol,
+    ``reports.protocol``): the run's config and the per-run rule's tolerances."""
+    return {"run": run_plan(SelectiveTrainConfig(**TRAIN_SIZES[tier])), "lag_tol": LAG_TOL, "query_tol": QUERY_TOL,
+            "rule": "upper 3-SE bounds of the held-out lag KL and query-loss gap below their tolerances",
+            "control": "the Bayes predictor reading fewer windows"}
 
 def _decide(lag_gap, lag_se, query_gap, query_se) -> dict:
     lag_upper, query_upper = lag_gap + 3 * lag_se, query_gap + 3 * query_se

@@ -31,6 +31,7 @@ from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.claims import prop2_ds_quadratic_report as render
 from bma_verify.reports.claims.prop2_ds_quadratic_report import Readings
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, finding_status, settle
+from bma_verify.reports.protocol import run_plan
 from bma_verify.theory.ds import (derive_prop2_ds_quadratic, dropped_key_quadratic, perturb_prop2_ds_quadratic,
                                   verify_prop2_ds_quadratic)
 
@@ -79,6 +80,15 @@ SIZES = {
              "n_eval": 4000, "steps": 3000, "batch": 256, "copier": "exact", "model_eval": 4000,
              "ffn": {"ffn_hidden": 16, "ffn_spare": 2}, "ffn_steps": 1500, "ffn_batch": 256, "ffn_lr": 0.02},
 }
+def protocol(tier: str) -> dict:
+    """What the trained part of prop2-ds-quadratic is decided by at ``tier`` (its pre-registered protocol,
+    ``reports.protocol``): sizes, readings, tolerances, the training config and the control's power scales."""
+    s = SIZES[tier]
+    return {"sizes": s, "readings": READINGS, "task": {"d": D, "H": H, "rho": RHO},
+            "training": run_plan(TrainConfig(steps=s["steps"], batch_size=s["batch"])),
+            "fit_resolution": FIT_RESOLUTION, "key_norm_tol": KEY_NORM_TOL, "ffn_trains": tier in FFN_TIERS,
+            "control": {"power_scales": POWER_SCALES}}
+
 SYMBOLIC = SymbolicCheck(
     claim="prop2-ds-quadratic",
     derive=derive_prop2_ds_quadratic, perturb=perturb_prop2_ds_quadratic, verify=verify_prop2_ds_quadratic,

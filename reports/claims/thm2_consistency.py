@@ -38,6 +38,14 @@ SYMBOLIC = SymbolicCheck(
 )
 
 
+def protocol(tier: str) -> dict:
+    """thm2's model check's part of the fig2 run set's protocol (it reads fig2's runs): the accuracy shortfall
+    per test L' and the L_pa gap, with their bands."""
+    t = THRESHOLDS[tier]
+    return {"accuracy_shortfall": t["accuracy_shortfall"], "parent_loss_gap": t["parent_loss_gap"],
+            "noise_band": {"accuracy": NOISE_BAND["accuracy"], "parent_loss_gap": NOISE_BAND["parent_loss_gap"]},
+            "rule": "BMA's parent accuracy minus the model's at every test L' at most the shortfall"}
+
 def symbolic_check(ctx: CheckContext) -> CheckOutcome:
     """exp(−L Δ² / (2 log²(1/ε))) from the Chernoff method with Hoeffding's lemma."""
     run = run_symbolic(ctx, SYMBOLIC, [()])
