@@ -224,7 +224,7 @@ def _cache_keys(check: Check, tmp_path) -> set:
     other check run alone with a recording cache."""
     if check.kind == "model":
         names = set(re.findall(r'_runs\(ctx, "(\w+)"', inspect.getsource(check.run)))
-        return {("model-run", "fig2" if n == "fig3" else n) for n in names}
+        return {("model-run", n) for n in names}
     ctx = CheckContext(tier="quick", seed=0, figures_dir=tmp_path)
     ctx.cache = _RecordingCache()
     check.run(ctx)

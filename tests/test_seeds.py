@@ -50,7 +50,6 @@ def test_changing_a_threshold_or_a_step_count_draws_new_report_seeds(monkeypatch
     # seeds already seen. Reference: the seeds before the change, computed the same way.
     ctx = CheckContext(tier="quick", seed=0)
     before = {name: trained.training_seeds(ctx, name) for name in RUN_SETS}
-    assert trained.training_seeds(ctx, "fig3") == before["fig2"]  # fig3 reads fig2's runs
     monkeypatch.setitem(trained.THRESHOLDS["quick"], "parent_loss_gap", 0.029)
     after = {name: trained.training_seeds(ctx, name) for name in RUN_SETS}
     assert after["fig2"] != before["fig2"]  # fig2, fig3 and thm2 decide on it

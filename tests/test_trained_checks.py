@@ -58,7 +58,7 @@ def test_a_converged_run_far_from_bma_fails_its_parent_gap():
     assert trained.parent_gap_side(ctx, {"parent_loss_gap": 0.032}) == "fail"
 
 
-def test_trained_runs_train_once_per_report_and_fig3_reads_fig2s_run(monkeypatch):
+def test_trained_runs_train_once_per_report(monkeypatch):
     # reference: the calls a stand-in trainer records
     asked = []
 
@@ -69,7 +69,7 @@ def test_trained_runs_train_once_per_report_and_fig3_reads_fig2s_run(monkeypatch
     monkeypatch.setattr(trained, "train_preset_runs", fake)
     ctx = CheckContext(tier="quick", seed=0)
     first = trained.trained_runs(ctx, "fig2")
-    assert trained.trained_runs(ctx, "fig3") is first
+    assert trained.trained_runs(ctx, "fig2") is first
     trained.trained_runs(ctx, "fig2", output="logit")
     assert asked == [("fig2", "mixture"), ("fig2", "logit")]
 

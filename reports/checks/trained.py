@@ -69,15 +69,15 @@ LOSS_COLUMNS = ["run", "query loss", "BMA loss", "gap", "L_pa", "BMA L_pa", "log
 # Runs, kernels, figures.
 
 def training_seeds(ctx: CheckContext, name: str) -> list[int]:
-    """The report's training seeds for run set ``name`` (``reports.protocol.RUN_SETS``; "fig3" reads fig2's runs):
+    """The report's training seeds for run set ``name`` (``reports.protocol.RUN_SETS``):
     ``SEEDS_PER_TIER[tier]`` of them, below ``DEV_SEED_MIN``, drawn from the report seed and the run set's protocol
     hash (:func:`protocol_digest`)."""
     return report_training_seeds(ctx.seed, protocol_digest(name, ctx.tier), SEEDS_PER_TIER[ctx.tier])
 
 
 def protocol_digest(name: str, tier: str) -> str:
-    """SHA-256 of the protocol of run set ``name`` at ``tier`` ("fig3" names fig2's run set)."""
-    return protocol_hash(protocol("fig2" if name == "fig3" else name, tier))
+    """SHA-256 of the protocol of run set ``name`` at ``tier``."""
+    return protocol_hash(protocol(name, tier))
 
 
 def _runs_key(ctx: CheckContext, name: str, output: str, seed: int) -> str:
@@ -87,7 +87,6 @@ def _runs_key(ctx: CheckContext, name: str, output: str, seed: int) -> str:
 def trained_runs(ctx: CheckContext, name: str, output: str = "mixture", replicate: int = 0) -> dict:
     """The preset's trained runs {label: TrainRun} on the report's training seed number ``replicate``
     (:func:`training_seeds`), trained once on ``ctx.device`` and then taken from ``ctx.cache``."""
-    name = "fig2" if name == "fig3" else name
     seed = training_seeds(ctx, name)[replicate]
     key = _runs_key(ctx, name, output, seed)
     if key not in ctx.cache:
@@ -125,7 +124,6 @@ def train_in_workers(ctx: CheckContext, configs: list) -> list | None:
 def train_seeds_in_parallel(ctx: CheckContext, name: str, output: str = "mixture") -> None:
     """Cache every run of every training seed not yet cached, trained by :func:`train_in_workers` (nothing happens
     with one job: :func:`trained_runs` then trains each seed where it is read)."""
-    name = "fig2" if name == "fig3" else name
     seeds = [s for s in training_seeds(ctx, name) if _runs_key(ctx, name, output, s) not in ctx.cache]
     configs = {s: preset_configs(name, tier=ctx.tier, seed=s, device=ctx.device, output=output) for s in seeds}
     tasks = [(s, label) for s in seeds for label in configs[s]]

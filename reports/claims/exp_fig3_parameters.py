@@ -122,11 +122,11 @@ def _figures(ctx: CheckContext, run) -> list[str]:
 def exp_fig3_parameters(ctx: CheckContext) -> CheckOutcome:
     """fig3 on every training seed of fig2's run: w_H peaks at offset 0 (copying heads), W_KQ block-diagonal,
     σ(W_OV) ≈ π, decided by the count rule; near-miss control σ(W_OV) moved towards another kernel."""
-    all_runs = [runs["fig2"] for runs in seeded_runs(ctx, "fig3")]
+    all_runs = [runs["fig2"] for runs in seeded_runs(ctx, "fig2")]
     outcomes = [seed_outcome(ctx, run) for run in all_runs]
     statuses, tests = [o[2] for o in outcomes], [o[3] for o in outcomes]
     verdict, reason, converged = count_verdict(statuses, tests)
-    seeds = seeds_record(training_seeds(ctx, "fig3"), statuses, tests,
+    seeds = seeds_record(training_seeds(ctx, "fig2"), statuses, tests,
                          [seed_values(run, o[0]) for run, o in zip(all_runs, outcomes)])
     run, summary = all_runs[0], outcomes[0][0]
     control = shifted_output_control(ctx, run, summary)
