@@ -1,8 +1,9 @@
 """Which training seeds decide a report and which may tune a preset: two disjoint ranges.
 
 A report trains every trained reproduction on several seeds drawn from ``[0, DEV_SEED_MIN)`` by the hash of its
-protocol; presets are tuned only on development seeds ``>= DEV_SEED_MIN``, which never depend on that hash. Tuning code calls :func:`require_dev_seeds`, which refuses a
-report seed, so a preset is never adjusted while looking at the numbers it will be judged by.
+protocol; presets are tuned only on development seeds ``>= DEV_SEED_MIN``, which never depend on that hash. Tuning
+code calls :func:`require_dev_seeds`, which refuses a report seed, so a preset is never adjusted while looking at the
+numbers it will be judged by.
 """
 from __future__ import annotations
 

@@ -78,7 +78,8 @@ def _error_record(check: Check, seconds: float, error: str) -> dict:
             "reading": check.reading, "cites": check.cites, "measured": {}, "threshold": None,
             "verdict": "error", "check_verdict": None, "reason": f"the check raised: {error}",
             "seconds": round(seconds, 3), "summary": f"the check raised an error, so it verified nothing: {error}",
-            "control": None, "positive_control": None, "converged": None, "seeds": None, "assumptions": [], "findings": [], "derivation": [],
+            "control": None, "positive_control": None, "converged": None, "seeds": None, "assumptions": [],
+            "findings": [], "derivation": [],
             "tables": [], "figures": [], "instance": None, "tolerances": {}, "error": error}
 
 

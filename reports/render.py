@@ -253,7 +253,7 @@ def _owner(claim: dict) -> str:
 
 
 def protocol_line(record: dict) -> str:
-    """'Pre-registered protocol (run set fig2, decided with …): SHA-256 f63e…, revision 1; it draws the training seeds.'"""
+    """'Pre-registered protocol: run set fig2 (one decision, made with …), SHA-256 …, revision 1; …'."""
     others = ", ".join(record["decided_with"])
     revision = ("revisions not available (no docs/notes in this install)" if record["revisions"] is None
                 else f"revision {record['revisions']}" + ("" if record["registered"] else

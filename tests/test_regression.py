@@ -10,7 +10,7 @@ import re
 import pytest
 
 from bma_verify.reports.builder import run_claims
-from bma_verify.reports.core import CheckContext
+from bma_verify.reports.core import NOT_TESTABLE, CheckContext
 from bma_verify.reports.registry import CLAIMS
 from bma_verify.reports.regression import REFERENCE_DIR, compare_results, leaves
 
@@ -35,6 +35,21 @@ def test_quick_tier_numeric_results_match_the_reference(tmp_path):
     moved = compare_results(reference, current)
     print("\n".join(["values that moved against reports/reference:"] + moved) if moved else "nothing moved")
     assert not moved, "\n".join(moved)
+
+
+def test_every_positive_control_in_the_reference_passed_or_its_check_is_not_testable():
+    # a check whose ideal fails its own rule must never decide (reports.core.settle)
+    reference = json.loads((REFERENCE_DIR / "results.json").read_text())
+    recorded = 0
+    for claim in reference["claims"]:
+        for check in claim["checks"]:
+            positive = check.get("positive_control")
+            if positive is None:
+                continue
+            recorded += 1
+            assert positive["passed"] or (check["verdict"] == "inconclusive"
+                                          and check["reason"].startswith(NOT_TESTABLE)), (claim["id"], positive)
+    assert recorded >= 5, "fig2, thm2's model check, fig5, footnote 1 and exp-robustness record positive controls"
 
 
 def test_reference_report_is_complete_and_small():

@@ -7,7 +7,7 @@ import torch
 
 import bma_verify.reports.checks.trained as trained
 from bma_verify.model.convergence import runs_plateau
-from bma_verify.reports.core import CheckContext
+from bma_verify.reports.core import CheckContext, Control
 
 
 def test_a_value_within_its_noise_band_is_not_decided():
@@ -224,3 +224,16 @@ def test_a_gpt_runs_cost_follows_its_width_and_depth_as_measured():
     assert gpt_multiply_adds(shared) == pytest.approx(1.42e12, rel=0.01)
     assert trained._cost(replace(absolute, steps=1500, batch_size=512)) == pytest.approx(2.03e9, rel=0.01)
     assert trained._cost(shared) > trained._cost(absolute)  # 161 s against about 60 s (44 s per 1500 steps at 512)
+
+
+def test_the_ideal_end_of_a_power_curve_is_the_positive_control():
+    # reference: hand-made power curves; the last point is the ideal (BMA reading all L examples)
+    power = [{"x": 1, "label": "BMA reading 1 of 2", "rejected": True, "value": 0.5, "rule": {"gap": "fail"}},
+             {"x": 2, "label": "BMA reading 2 of 2", "rejected": False, "value": 0.0, "rule": {"gap": "pass"}}]
+    control = Control("near miss", {}, rejected=True, power=power)
+    ideal = trained.ideal_control(control, "BMA itself")
+    assert ideal.passed and ideal.measured == {"x": 2, "value": 0.0, "rule": {"gap": "pass"}}
+    within_noise = [power[0], power[1] | {"rule": {"gap": "pass", "accuracy": "noise"}}]
+    assert not trained.ideal_control(Control("n", {}, True, power=within_noise), "BMA").passed
+    rejected = [power[0], {"x": 2, "label": "", "rejected": True, "value": 0.1}]
+    assert not trained.ideal_control(Control("n", {}, True, power=rejected), "BMA").passed

@@ -25,7 +25,7 @@ from bma_verify.model.presets import preset_configs, train_config, train_preset_
 from bma_verify.model.seeds import SEEDS_PER_TIER, report_training_seeds
 from bma_verify.model.train_config import GPTOptions
 from bma_verify.model.training import eval_batch
-from bma_verify.reports.core import CheckContext, Control
+from bma_verify.reports.core import CheckContext, Control, PositiveControl
 from bma_verify.reports.protocol import COUNT_FRACTION, protocol, protocol_hash
 
 #: Thresholds shared by the trained checks, per tier. Quick: L_pa's is set between fig2's quick run on development
@@ -348,6 +348,15 @@ def near_miss_control(ctx: CheckContext, run, sides, *, value: str = "parent_los
     return Control(f"BMA reading only the last {near['x']} of {L} examples on the same contexts (one example "
                    "ignored)", {"examples": near["x"], "L": L, **near["metrics"], "rule": near["rule"]},
                    near["rejected"], power=[{k: v for k, v in p.items() if k != "metrics"} for p in power])
+
+
+def ideal_control(control: Control, description: str) -> PositiveControl:
+    """The positive control of a check whose near-miss power curve ends at the ideal (its last point: BMA or the
+    Bayes predictor reading every example): the same rule on the ideal, passed when the rule neither rejects it nor
+    leaves any side within noise."""
+    ideal = control.power[-1]
+    passed = not ideal["rejected"] and ("rule" not in ideal or combine_sides(ideal["rule"]) == "pass")
+    return PositiveControl(description, {k: v for k, v in ideal.items() if k not in ("label", "rejected")}, passed)
 
 
 def power_text(power: list[dict]) -> str:

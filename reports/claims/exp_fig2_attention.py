@@ -14,9 +14,10 @@ from bma_verify.model import figures
 from bma_verify.model.presets import preset_configs
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.checks.trained import (LOSS_COLUMNS, NOISE_BAND, THRESHOLDS, TRAINED_TOL, combine_sides,
-                                               count_verdict, draw_figure, fig2_sides, fig2_threshold, loss_split_rows,
-                                               near_miss_control, power_text, run_assumptions, run_convergence,
-                                               seeded_runs, seeds_record, seeds_text, trained_runs, training_seeds)
+                                               count_verdict, draw_figure, fig2_sides, fig2_threshold, ideal_control,
+                                               loss_split_rows, near_miss_control, power_text, run_assumptions,
+                                               run_convergence, seeded_runs, seeds_record, seeds_text, trained_runs,
+                                               training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
 from bma_verify.reports.protocol import run_plan
@@ -110,7 +111,8 @@ def exp_fig2_attention(ctx: CheckContext) -> CheckOutcome:
         figures=_figures(ctx, run), instance=None if verdict != "fail" else {"config": run.metrics["config"],
                                                                              "kernel": run.metrics["kernel"]},
         control=control, reason=reason, converged=converged, assumptions=run_assumptions(ctx, run),
-        tolerances=TOLERANCES, seeds=seeds)
+        tolerances=TOLERANCES, seeds=seeds,
+        positive_control=ideal_control(control, "BMA itself (reading all L examples) on the same contexts"))
 
 
 CLAIM = Claim(

@@ -21,11 +21,11 @@ from bma_verify.model.gpt_training import (GPT_DECIDING, GPT_READINGS, GPT_SHARE
 from bma_verify.model.presets import preset_configs, train_config
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_sides, count_rule_text, count_verdict,
-                                               fig2_sides, half_examples, near_miss_control, power_text,
+                                               fig2_sides, half_examples, ideal_control, near_miss_control, power_text,
                                                run_convergence, seeds_record, seeds_text, threshold_side,
                                                train_in_workers, training_seeds)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
 from bma_verify.reports.protocol import run_plan
 
 #: What each reading is, as the report names it.
@@ -202,6 +202,12 @@ def _decide(readings: dict, tier: str) -> dict:
         if r["verdict"] == verdict)
     controls = {r["label"]: r["control"] for r in deciding if r["control"] is not None}
     main = controls.get(DECIDING_GPT[tier]) or next(iter(controls.values()), None)
+    ideals = {label: ideal_control(c, "BMA itself (reading all L examples) on the same contexts")
+              for label, c in controls.items()}
+    positive = None if not ideals else PositiveControl(
+        "for each deciding reading, BMA itself (reading all L examples) on the same contexts, judged by that "
+        "reading's rule", {label: {"measured": p.measured, "passed": p.passed} for label, p in ideals.items()},
+        all(p.passed for p in ideals.values()))
     control = None if main is None else Control(
         "for each deciding reading, BMA reading L − 1 of its L examples on the same contexts, judged by that "
         "reading's rule", {label: {"measured": c.measured, "rejected": c.rejected} for label, c in controls.items()},
@@ -212,7 +218,7 @@ def _decide(readings: dict, tier: str) -> dict:
     converged = {"plateaued": bool(tested) and all(r["converged"]["plateaued"] for r in tested),
                  "readings": {r["label"]: r["converged"] for r in tested},
                  **({"diagnostics": diagnostics} if diagnostics else {})} if tested else None
-    return {"verdict": verdict, "reason": reason, "control": control, "converged": converged}
+    return {"verdict": verdict, "reason": reason, "control": control, "converged": converged, "positive": positive}
 
 
 def _measured(r: dict, tier: str) -> dict:
@@ -243,6 +249,7 @@ def _render(ctx: CheckContext, readings: dict, d: dict) -> CheckOutcome:
     trained = {label: r for label, r in readings.items() if r["seeds"] is not None}
     return CheckOutcome(
         verdict=d["verdict"], reason=d["reason"], converged=d["converged"], control=d["control"],
+        positive_control=d["positive"],
         measured={label: _measured(r, ctx.tier) for label, r in readings.items()},
         threshold={"gpt": f"KL(BMA ‖ model) below KL(BMA ‖ BMA reading L − 1) by more than {KL_Z:g} standard "
                           "errors of the paired difference over held-out contexts; not below it by less: fail",

@@ -16,8 +16,8 @@ from dataclasses import asdict
 
 from bma_verify.model.dag_training import (DagTrainConfig, eval_task, run_kernels, train_dag,
                                            truncated_bma_evaluation)
-from bma_verify.reports.checks.trained import (count_verdict, power_text, seeds_record, seeds_text, training_seeds,
-                                               untrained_record)
+from bma_verify.reports.checks.trained import (count_verdict, ideal_control, power_text, seeds_record, seeds_text,
+                                               training_seeds, untrained_record)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table
 from bma_verify.reports.protocol import run_plan
@@ -194,6 +194,7 @@ def _untrained(ctx: CheckContext) -> CheckOutcome:
               f"{', '.join(TRAINS)} tier trains its seeds and decides")
     return CheckOutcome(
         verdict="inconclusive", reason=reason, measured={"control": control.measured}, control=control,
+        positive_control=ideal_control(control, "BMA itself (reading all L examples) on the same held-out contexts"),
         **untrained_record(ctx, reason), threshold={"lpa_tol": LPA_TOL, "query_tol": QUERY_TOL, "z": 3.0},
         summary=(f"{reason}. Control ({control.description}: L_pa gap upper bound "
                  f"{control.measured['lpa_gap_upper']:.3f}) {'rejected' if control.rejected else 'NOT rejected'}; "
@@ -221,6 +222,7 @@ def ext_dag_training(ctx: CheckContext) -> CheckOutcome:
         threshold={"lpa_tol": LPA_TOL, "query_tol": QUERY_TOL, "z": 3.0, "count_rule": record["count_rule"]},
         summary=_summary(runs, record, control), tables=[_table(runs)], tolerances=dict(TOLERANCES),
         control=control, findings=_findings(pairs[0], runs["heads"]), converged=converged, seeds=record,
+        positive_control=ideal_control(control, "BMA itself (reading all L examples) on the same held-out contexts"),
         assumptions=_assumptions(pairs[0]["config"]))
 
 

@@ -18,7 +18,8 @@ from bma_verify.numerics.task import random_kernel
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.selective_training import (SelectiveTrainConfig, eval_batch, run_kernel, train_selective,
                                                  truncated_bayes_evaluation)
-from bma_verify.reports.checks.trained import count_verdict, power_text, seeds_record, seeds_text, training_seeds
+from bma_verify.reports.checks.trained import (count_verdict, ideal_control, power_text, seeds_record, seeds_text,
+                                               training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
 from bma_verify.reports.protocol import run_plan
@@ -304,6 +305,8 @@ def footnote1_selective_training(ctx: CheckContext) -> CheckOutcome:
                 "passes": statuses.count("pass")}
     return CheckOutcome(
         verdict=verdict, reason=reason, measured=measured, converged=converged, seeds=record, control=control,
+        positive_control=ideal_control(control, "the Bayes predictor reading every window on the same held-out "
+                                                "sequences"),
         threshold={"lag_tol": LAG_TOL, "query_tol": QUERY_TOL, "z": 3.0, "count_rule": record["count_rule"]},
         summary=_training_summary(runs, record, control),
         tables=[Table("Held-out gaps (nats) per trained run; init = the model at its random initialisation",

@@ -21,9 +21,10 @@ from bma_verify.numerics.information import pairwise_joint
 from bma_verify.numerics.task import random_kernel
 from bma_verify.reports.checks.numeric_common import combine_verdicts, save_check_figure
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
-from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_sides, count_verdict, parent_gap_side,
-                                               power_text, rule_text, run_assumptions, run_convergence, seeded_runs,
-                                               seeds_record, seeds_text, threshold_side, training_seeds)
+from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_sides, count_verdict, ideal_control,
+                                               parent_gap_side, power_text, rule_text, run_assumptions,
+                                               run_convergence, seeded_runs, seeds_record, seeds_text, threshold_side,
+                                               training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Table, jsonable, new_figure,
                                      verdict_from_interval)
@@ -375,6 +376,7 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
         tables=[Table("parent accuracy against L', first seed", ["L'", "model", "BMA", "BMA reading L' − 1"],
                       [[L, a, b, h] for L, a, b, h in zip(v["L_test"], v["acc"], v["bma"], near_acc)])],
         control=control, reason=reason, converged=converged, assumptions=run_assumptions(ctx, run),
+        positive_control=ideal_control(control, "BMA itself (ignoring no example) on the same contexts"),
         tolerances={"parent_accuracy": ACCURACY_BY_L_TOL})
 
 
