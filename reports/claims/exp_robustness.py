@@ -4,7 +4,7 @@ same mechanism as the structured model (attention that selects parents, predicti
 The standard-transformer part is decided by a GPT (nanoGPT's decoder on the flattened (L + 1)·H token stream;
 model/gpt.py), judged per token against BMA in KL: mean KL(BMA ‖ model) over the query example's positions h ≥ 1 on
 held-out contexts. A converged GPT reproduces when its KL is below that of BMA reading L − 1 of the L examples (the
-near-miss control, with its power over m examples read). The absolute-PE part is the disentangled transformer with
+bar; the near-miss control is BMA reading L − 2, strictly beyond it, with the rule's power over m examples read). The absolute-PE part is the disentangled transformer with
 absolute PE, judged by fig2's rule. The two-stream model of model/task_shaped.py is a diagnostic, "task-shaped (ours)",
 and never decides. Both tiers train every GPT reading (depth 2 and 3, absolute and rotary positions): the deciding
 one on the tier's seeds, the others on 2 seeds as diagnostics, each with its own verdict by the count rule. Tuning
@@ -81,7 +81,8 @@ def protocol(tier: str) -> dict:
             "decides": decides(tier), "kl_z": KL_Z, "kl_plateau_min_drop": KL_RESOLUTION,
             "fig2_rule": {"thresholds": THRESHOLDS[tier], "noise_band": NOISE_BAND},
             "rule": "a GPT reading meets the rule when its KL from BMA sits KL_Z standard errors below BMA reading "
-                    "L − 1 of the L examples"}
+                    "L − 1 of the L examples",
+            "control": "BMA reading L − 2 of the L examples, rejected when KL_Z standard errors above the bar"}
 
 def decides(tier: str) -> dict[str, str]:
     """Which part of the claim each deciding reading decides at ``tier``."""
@@ -146,14 +147,21 @@ def _disentangled_seed(ctx: CheckContext, run) -> dict:
 
 
 def gpt_control(run) -> Control:
-    """BMA reading L − 1 of the run's L examples, judged by the KL rule, with the rule's power over m = 0 … L."""
+    """The near miss strictly on the false side of the KL rule: BMA reading L − 2 of the run's L examples (BMA
+    reading L − 1 is the rule's bar itself, so it cannot be a control), rejected only when the rule reads it
+    ``fail`` (at least KL_Z standard errors above the bar, the margin recorded in SE units); with the rule's power
+    over m = 0 … L examples read."""
     levels = bma_reading_levels(run.kernel, eval_batch(run.config, run.kernel, run.config.L))
     L, bar = run.config.L, levels[-2]["kl"]
     power = [{"x": p["m"], "label": f"BMA reading {p['m']} of {L}", "value": p["kl"],
-              "rejected": kl_side(p["kl"], bar, p["gap_se"]) != "pass"} for p in levels]
-    return Control(f"BMA reading only the last {L - 1} of {L} examples on the same contexts (one example ignored), "
-                   "judged by the KL rule", {"examples": L - 1, "L": L, "kl": bar}, power[-2]["rejected"],
-                   power=power)
+              "rejected": kl_side(p["kl"], bar, p["gap_se"]) == "fail"} for p in levels]
+    near = levels[max(L - 2, 0)]
+    margin = (near["kl"] - bar) / near["gap_se"] if near["gap_se"] > 0 else float("inf")
+    return Control(f"BMA reading only the last {near['m']} of {L} examples on the same contexts (two examples "
+                   f"ignored), judged by the KL rule against its bar, BMA reading {L - 1}: rejected when at least "
+                   f"{KL_Z:g} standard errors above the bar", {"examples": near["m"], "L": L, "kl": near["kl"],
+                                                                 "bar": bar, "margin_se": margin},
+                   power[near["m"]]["rejected"], power=power)
 
 
 def _reading(ctx: CheckContext, label: str, seeds: list[int]) -> dict:
@@ -209,8 +217,9 @@ def _decide(readings: dict, tier: str) -> dict:
         "reading's rule", {label: {"measured": p.measured, "passed": p.passed} for label, p in ideals.items()},
         all(p.passed for p in ideals.values()))
     control = None if main is None else Control(
-        "for each deciding reading, BMA reading L − 1 of its L examples on the same contexts, judged by that "
-        "reading's rule", {label: {"measured": c.measured, "rejected": c.rejected} for label, c in controls.items()},
+        "for each deciding reading, its near miss judged by that reading's rule (the GPT: BMA reading L − 2 of its L "
+        "examples, strictly beyond the bar BMA reading L − 1; the absolute-PE model: BMA reading L − 1 against fig2's "
+        "thresholds)", {label: {"measured": c.measured, "rejected": c.rejected} for label, c in controls.items()},
         all(c.rejected for c in controls.values()), power=main.power)
     tested = [r for r in deciding if r["converged"] is not None]
     diagnostics = {label: r["converged"] for label, r in readings.items()  # recorded, never gating the verdict

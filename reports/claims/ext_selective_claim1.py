@@ -3,8 +3,10 @@ selective-induction task: the expected log-likelihood of the true lag exceeds th
 
 Exact check: small cases, the expectation over every sequence (numerics.selective_induction.enumerated_loglik_gap),
 cross-checked against the pair-law closed form (expected_loglik_gap). Monte Carlo check: their sizes (12 lags in
-1–30, |S| = 10, sequences of length 1000), per-pair means with standard errors. The control of both: a kernel whose
-rows all equal μ (every lag then explains the sequence equally: the gap is exactly 0), judged by the same rule.
+1–30, |S| = 10, sequences of length 1000), per-pair means with standard errors. The near-miss control of both: the
+claim with its closest (true, other) pair exchanged (that other lag said to beat the true one), on the kernel moved
+``CONTROL_WEIGHT`` of the way to rows = μ, so that the statement is false by a small, stated margin; its power curve
+moves the kernel to rows = μ (every gap exactly 0: the bar itself, never a control).
 """
 from __future__ import annotations
 
@@ -26,6 +28,10 @@ MC_SIZES = {"quick": {"d": 10, "n_lags": 12, "max_lag": 30, "T": 1000, "per_lag"
 #: Two float64 computations of one expectation agree far below this; a gap above it is positive.
 EXACT_ATOL = 1e-10
 Z = 3.0
+#: The near miss's kernel: (1 − w)·P + w·(rows = μ) at this w (gaps shrink towards 0 as w → 1); the power curve's
+#: weights end at 1, where every gap is 0 and the exchanged claim sits at the bar.
+CONTROL_WEIGHT = 0.9
+POWER_WEIGHTS = (0.0, 0.5, 0.9, 0.99, 1.0)
 
 
 def rank_one_kernel(kernel) -> np.ndarray:
@@ -34,13 +40,18 @@ def rank_one_kernel(kernel) -> np.ndarray:
     return np.tile(mu, (mu.size, 1))
 
 
-def exact_records(ctx: CheckContext, control: bool = False) -> list[dict]:
-    """Per case and true lag: the enumerated gaps to every other lag and the closed form's deviation from them."""
+def towards_mu(kernel, weight: float) -> np.ndarray:
+    """(1 − weight)·kernel + weight·(every row μ): the same stationary law μ, lags ever less distinguishable."""
+    return (1.0 - weight) * np.asarray(kernel, float) + weight * rank_one_kernel(kernel)
+
+
+def exact_records(ctx: CheckContext, weight: float = 0.0) -> list[dict]:
+    """Per case and true lag: the enumerated gaps to every other lag and the closed form's deviation from them, on
+    each case's kernel moved ``weight`` of the way to rows = μ."""
     rng = ctx.rng("ext-selective-claim1:exact")
     records = []
     for d, lags, T in EXACT_CASES[ctx.tier]:
-        kernel = random_kernel(d, alpha=0.5, eps=0.02, rng=rng)
-        kernel = rank_one_kernel(kernel) if control else kernel
+        kernel = towards_mu(random_kernel(d, alpha=0.5, eps=0.02, rng=rng), weight)
         for k_star in lags:
             gaps = enumerated_loglik_gap(kernel, lags, k_star, T)
             others = [g for k, g in zip(lags, gaps) if k != k_star]
@@ -55,30 +66,44 @@ def decide_exact(min_gap: float, formula_error: float) -> str:
     return "pass" if min_gap > EXACT_ATOL and formula_error <= EXACT_ATOL else "fail"
 
 
+def exchanged_exact(ctx: CheckContext, weight: float) -> dict:
+    """The exact rule on the claim with its closest pair exchanged, on the kernels moved ``weight`` towards μ:
+    the exchanged pair's gap is minus the smallest gap, so the claim is false by that margin (0 at weight 1)."""
+    records = exact_records(ctx, weight)
+    smallest, error = min(r["min_gap"] for r in records), max(r["formula_error"] for r in records)
+    return {"weight": weight, "exchanged_gap": -smallest, "margin": smallest, "formula_error": error,
+            "rejected": decide_exact(-smallest, error) != "pass"}
+
+
 def claim1_exact(ctx: CheckContext) -> CheckOutcome:
     """Exact check: the expected gap by enumeration on small cases, every true lag, every other lag."""
-    records, planted = exact_records(ctx), exact_records(ctx, control=True)
+    records = exact_records(ctx)
     min_gap, error = min(r["min_gap"] for r in records), max(r["formula_error"] for r in records)
-    c_gap, c_error = max(r["min_gap"] for r in planted), max(r["formula_error"] for r in planted)
-    control = Control("the same cases with every kernel row equal to μ (no lag more likely)",
-                      {"max_min_gap": c_gap, "formula_error": c_error},
-                      rejected=decide_exact(c_gap, c_error) != "pass")
+    power = [exchanged_exact(ctx, w) for w in POWER_WEIGHTS]
+    near = power[POWER_WEIGHTS.index(CONTROL_WEIGHT)]
+    control = Control(f"the claim with its closest (true, other) pair exchanged, on the kernels moved "
+                      f"{CONTROL_WEIGHT:g} of the way to rows = μ: false by {near['margin']:.2e} nats",
+                      {k: near[k] for k in ("exchanged_gap", "margin", "formula_error")}, near["rejected"],
+                      power=[{"x": p["weight"], "label": f"towards μ × {p['weight']:g}", "rejected": p["rejected"],
+                              "value": p["exchanged_gap"]} for p in power])
+    c_gap = near["exchanged_gap"]
     rows = [[r["d"], str(r["lags"]), r["T"], r["true_lag"], f"{r['min_gap']:.4f}", f"{r['formula_error']:.1e}"]
             for r in records]
     return CheckOutcome(
         verdict=decide_exact(min_gap, error),
-        measured={"cases": len(records), "min_gap": min_gap, "formula_error": error, "control_max_min_gap": c_gap},
+        measured={"cases": len(records), "min_gap": min_gap, "formula_error": error, "control_exchanged_gap": c_gap},
         threshold={"min_gap": EXACT_ATOL, "formula_error": EXACT_ATOL},
         summary=f"Their task, every sequence enumerated ({len(EXACT_CASES[ctx.tier])} cases, d^T up to "
                 f"{max(d ** T for d, _, T in EXACT_CASES[ctx.tier])} sequences, every true lag): the smallest expected "
                 f"log-likelihood gap between the true lag and another is {min_gap:.4f} nats (> 0); the pair-law closed "
-                f"form agrees to {error:.1e}. Control (rows all μ): largest gap {c_gap:.1e} "
+                f"form agrees to {error:.1e}. Control ({control.description}): exchanged gap {c_gap:.2e} "
                 f"({'rejected' if control.rejected else 'NOT rejected'}).",
         tables=[Table("expected log-likelihood gap, true lag vs the closest other lag (nats)",
                       ["d", "K", "T", "true lag", "smallest gap", "closed form vs enumeration"], rows)],
         control=control,
         # float64 sums over d^T terms (NumPy only): abs 1e-12 guards rounding
-        tolerances={"min_gap": {"abs": 1e-12}, "formula_error": {"abs": 1e-12}, "control_max_min_gap": {"abs": 1e-12}})
+        tolerances={"min_gap": {"abs": 1e-12}, "formula_error": {"abs": 1e-12},
+                    "control_exchanged_gap": {"abs": 1e-12}})
 
 
 def monte_carlo_gaps(kernel, lags, sizes: dict, rng) -> dict:
@@ -104,6 +129,16 @@ def decide_monte_carlo(gaps: dict) -> dict:
             "min_mean": float(gaps["mean"][off].min()), "max_abs_z": float(np.abs(z).max())}
 
 
+def exchanged_monte_carlo(gaps: dict) -> dict:
+    """The Monte Carlo rule on the claim with its closest pair (smallest mean gap) exchanged: that pair's mean and
+    exact gap change sign, its standard error stays."""
+    off = ~np.eye(gaps["mean"].shape[0], dtype=bool)
+    i, j = np.unravel_index(np.argmin(np.where(off, gaps["mean"], np.inf)), gaps["mean"].shape)
+    mean, exact = gaps["mean"].copy(), gaps["exact"].copy()
+    mean[i, j], exact[i, j] = -mean[i, j], -exact[i, j]
+    return decide_monte_carlo({"mean": mean, "se": gaps["se"], "exact": exact})
+
+
 def claim1_monte_carlo(ctx: CheckContext) -> CheckOutcome:
     """Monte Carlo check at their sizes; the closed form beside each mean."""
     rng = ctx.rng("ext-selective-claim1:monte-carlo")
@@ -111,9 +146,15 @@ def claim1_monte_carlo(ctx: CheckContext) -> CheckOutcome:
     lags = sorted(int(k) for k in rng.choice(np.arange(1, sizes["max_lag"] + 1), sizes["n_lags"], replace=False))
     kernel = random_kernel(sizes["d"], alpha=1.0, rng=rng)
     decided = decide_monte_carlo(monte_carlo_gaps(kernel, lags, sizes, rng))
-    planted = decide_monte_carlo(monte_carlo_gaps(rank_one_kernel(kernel), lags, sizes, rng))
-    control = Control("the same sampler and estimator with every kernel row equal to μ", planted,
-                      rejected=planted["verdict"] != "pass")
+    power = [exchanged_monte_carlo(monte_carlo_gaps(towards_mu(kernel, w), lags, sizes, rng)) | {"weight": w}
+             for w in POWER_WEIGHTS]
+    planted = power[POWER_WEIGHTS.index(CONTROL_WEIGHT)]
+    control = Control(f"the same sampler and estimator, the claim with its closest (true, other) pair exchanged, on "
+                      f"the kernel moved {CONTROL_WEIGHT:g} of the way to rows = μ: its lower {Z:g}-SE bound is "
+                      f"{planted['min_lower']:.3g} nats, below the bar 0", planted,
+                      rejected=planted["verdict"] != "pass",
+                      power=[{"x": p["weight"], "label": f"towards μ × {p['weight']:g}",
+                              "rejected": p["verdict"] != "pass", "value": p["min_lower"]} for p in power])
     pairs = sizes["n_lags"] * (sizes["n_lags"] - 1)
     return CheckOutcome(
         verdict=decided["verdict"], measured={"lags": lags, **decided, "control": planted},

@@ -47,7 +47,10 @@ def test_fig6_passes_a_column_shifted_selector_on_five_seeds_and_rejects_the_row
     assert outcome.measured["column_error"] < 1e-6 < outcome.measured["row_error"]
     assert outcome.seeds["counts"]["meet"] == 5 and outcome.converged["converged_seeds"] == 5
     assert outcome.verdict == "pass" and outcome.control.rejected and settle(outcome) == ("pass", "")
-    assert outcome.control.measured["column_error"] >= fig6.THRESHOLDS["full"]["column_error"] - 1e-9
+    # the near miss lies strictly on the false side: beyond the threshold by the stated margin, clear of the band
+    assert outcome.control.measured["column_error"] >= (fig6.THRESHOLDS["full"]["column_error"] + fig6.CONTROL_MARGIN
+                                                        - 1e-9)
+    assert fig6.CONTROL_MARGIN > fig6.NOISE_BAND["column_error"]
 
 
 def test_fig6_control_power_rejects_the_far_end_and_passes_the_trained_selector(column_shifted):
@@ -62,8 +65,9 @@ def test_fig6_control_power_rejects_the_far_end_and_passes_the_trained_selector(
     for p in power:
         shifted = analysis.row_shift(W_tf, p["shift_rms"] * z / np.sqrt(np.mean(z ** 2)))
         assert p["value"] == pytest.approx(analysis.column_softmax_error(shifted, column_shifted.kernel))
-    # s* raises the column error by the threshold (the construction's own error is ~0)
-    assert power[1]["value"] - power[-1]["value"] == pytest.approx(fig6.THRESHOLDS["full"]["column_error"], abs=1e-9)
+    # s* raises the column error by the threshold + margin (the construction's own error is ~0)
+    assert power[1]["value"] - power[-1]["value"] == pytest.approx(
+        fig6.THRESHOLDS["full"]["column_error"] + fig6.CONTROL_MARGIN, abs=1e-9)
 
 
 def test_fig6_fails_a_converged_run_that_cannot_represent_bma(wrong_selector, monkeypatch):
@@ -99,7 +103,8 @@ def test_fig6_quick_tier_cannot_decide_and_does_not_train(monkeypatch):
     power = {p["x"]: p for p in outcome.control.power}
     assert outcome.control.rejected and power[1.0]["rejected"] and power[2.0]["rejected"]
     assert not power[0.0]["rejected"] and power[0.0]["value"] < 1e-12
-    assert power[1.0]["value"] == pytest.approx(fig6.THRESHOLDS["quick"]["column_error"], rel=1e-6)
+    assert power[1.0]["value"] == pytest.approx(fig6.THRESHOLDS["quick"]["column_error"] + fig6.CONTROL_MARGIN,
+                                                rel=1e-6)  # beyond the bar by the stated margin, not at it
     assert all(p["row_error"] == pytest.approx(fig6.PAPER["row_error"], rel=1e-6) for p in power.values())
     assert outcome.seeds["n"] == 0 and outcome.converged["plateaued"] is False
 

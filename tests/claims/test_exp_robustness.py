@@ -183,6 +183,10 @@ def test_the_near_miss_control_and_its_power_over_examples_read(monkeypatch):
     assert power[0]["value"] == pytest.approx(first["kl_uniform_parent"])
     assert all(a["value"] > b["value"] for a, b in zip(power, power[1:]))
     assert "rejects 0, 1, 2 and accepts 3" in outcome.summary
+    # the near miss is BMA reading L − 2, strictly on the false side of the bar (BMA reading L − 1) by its margin
+    near = outcome.control.measured[robustness.DECIDING_GPT["quick"]]["measured"]
+    assert near["examples"] == L - 2 and near["bar"] == pytest.approx(first["kl_bma_minus_one"])
+    assert near["kl"] > near["bar"] and near["margin_se"] >= robustness.KL_Z and outcome.control.rejected
 
 
 def test_a_gpt_no_better_than_the_near_miss_fails(monkeypatch):

@@ -1,16 +1,24 @@
-"""The checks of ``ext-selective-claim1`` (D'Angelo et al.'s Claim 1): their rules, their control (a kernel whose
-rows all equal μ, gap exactly 0) and planted failures."""
+"""The checks of ``ext-selective-claim1`` (D'Angelo et al.'s Claim 1): their rules, their near-miss control (the
+closest pair exchanged on a kernel moved towards rows = μ: false by a small stated margin, strictly below the bar 0;
+rows = μ itself, every gap 0, is the power curve's end at the bar) and planted failures."""
 import numpy as np
 
 import bma_verify.reports.claims.ext_selective_claim1 as C
 from bma_verify.reports.core import CheckContext, settle
 
 
-def test_exact_check_passes_and_rejects_the_rows_equal_to_mu():
-    out = C.claim1_exact(CheckContext(tier="quick", seed=0))
+def test_exact_check_passes_and_rejects_its_near_miss_strictly_below_the_bar():
+    ctx = CheckContext(tier="quick", seed=0)
+    out = C.claim1_exact(ctx)
     assert settle(out) == ("pass", "")
     assert out.measured["min_gap"] > 0.01 and out.measured["formula_error"] < 1e-12
-    assert out.control.rejected and out.control.measured["max_min_gap"] == 0.0
+    # reference: the smallest enumerated gap on the kernels moved 0.9 towards μ, recomputed here
+    smallest = min(r["min_gap"] for r in C.exact_records(ctx, C.CONTROL_WEIGHT))
+    assert 0 < smallest < out.measured["min_gap"]
+    assert out.control.rejected and out.control.measured["exchanged_gap"] == -smallest < -C.EXACT_ATOL
+    # the power curve: every weight below 1 is rejected with a margin; at 1 (rows = μ) the gap is 0, the bar
+    values = [p["value"] for p in out.control.power]
+    assert all(p["rejected"] for p in out.control.power) and values[-1] == 0.0 and max(values[:-1]) < 0
 
 
 def test_exact_rule_fails_a_wrong_closed_form():
@@ -23,7 +31,8 @@ def test_monte_carlo_check_passes_at_their_sizes_and_rejects_the_control(monkeyp
     out = C.claim1_monte_carlo(CheckContext(tier="quick", seed=1))
     assert settle(out) == ("pass", "")
     assert len(out.measured["lags"]) == 12 and max(out.measured["lags"]) <= 30
-    assert out.control.rejected and out.control.measured["min_lower"] == 0.0
+    assert out.control.rejected and out.control.measured["min_lower"] < 0.0  # strictly below the bar
+    assert out.control.power[-1]["value"] == 0.0  # rows = μ: the bar itself, only the curve's end
 
 
 def test_monte_carlo_rule_on_planted_gaps():
