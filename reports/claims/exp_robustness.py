@@ -12,8 +12,6 @@ and budgets: docs/notes/exp-robustness.md.
 """
 from __future__ import annotations
 
-import math
-
 from bma_verify.model import analysis
 from bma_verify.model.convergence import run_plateau
 from bma_verify.model.gpt_training import (GPT_DECIDING, GPT_READINGS, GPT_SHARED, GPT_TUNED, KL_RESOLUTION,
