@@ -5,12 +5,18 @@ Use them in your own property tests::
     from hypothesis import given
     from bma_verify.numerics import strategies as bst
 
-    @given(bst.instances(min_eps=0.01))
+    @given(bst.instances())
     def test_something(instance):
         kernel, parents, init = instance
         ...
 
-Every strategy shrinks towards small, simple instances (d = 2, short trees, uniform rows), so a failure is
+By default the strategies draw what the theorems speak about: kernels with every entry >= ε > 0 (so a unique
+stationary law) whose rows differ (δ(π) >= :data:`MIN_DOBRUSHIN`: information flows), and laws μ₀ with full
+support. ``degenerate=True`` draws the whole space instead (zero entries, reducible and uniform kernels, point
+masses), where the strict inequalities of the paper may be ties; even then ``init`` is None only with a kernel
+whose stationary law is unique.
+
+Every strategy shrinks towards small, simple instances (d = 2, short trees, simple rows), so a failure is
 reported on the smallest instance Hypothesis can find. To that end the sizes are drawn first and the draws after
 them keep one layout whatever the size (weights for max_d states, of which the last d are used; parent choices for
 max_H positions, of which the first H are used): Hypothesis can then shrink d or H alone without the later values
@@ -23,11 +29,44 @@ from math import comb
 import numpy as np
 from hypothesis import strategies as st
 
+from bma_verify.numerics.contraction import dobrushin_coefficients
 from bma_verify.numerics.dag import parent_sets_from_choices
+from bma_verify.numerics.task import stationary_distribution
 
 #: Raw weights: exact zeros (impossible transitions) or numbers in [1e-6, 1]; rows are normalised afterwards.
 #: Subnormal weights are excluded on purpose: they test floating-point underflow, not the mathematics.
 _WEIGHT = st.one_of(st.just(0.0), st.floats(min_value=1e-6, max_value=1.0))
+
+
+#: The default floors ε and min_mass are this share of mass spread uniformly, divided by d (0.01 at d = 5): bounded
+#: away from 0, and valid for every d (both must stay below 1/(2d) and 1/d).
+DEFAULT_FLOOR_TIMES_D = 0.05
+#: Non-degenerate kernels have δ(π) >= this: I(x_h; x_pa(h)) is then far above the rounding of I (~1e-16 nats), so
+#: a strict inequality of the paper is not decided by rounding.
+MIN_DOBRUSHIN = 0.05
+
+
+def _floor(value: float | None, d: int, name: str, degenerate: bool) -> float:
+    """The lower bound ``name`` (min_eps or min_mass): its default when None, and > 0 unless degenerate."""
+    if value is None:
+        return 0.0 if degenerate else DEFAULT_FLOOR_TIMES_D / d
+    if not degenerate and not value > 0.0:
+        raise ValueError(f"{name} must be > 0 (the theorems assume it), got {value}; pass degenerate=True to draw "
+                         "degenerate instances")
+    return value
+
+
+def _is_informative(kernel: np.ndarray) -> bool:
+    return float(dobrushin_coefficients(kernel)) >= MIN_DOBRUSHIN
+
+
+def _has_unique_stationary_law(kernel: np.ndarray) -> bool:
+    # the criterion of stationary_distribution itself, so that a test passing init=None never meets its ValueError
+    try:
+        stationary_distribution(kernel)
+    except ValueError:
+        return False
+    return True
 
 
 def _normalise_rows(weights: np.ndarray) -> np.ndarray:
@@ -64,20 +103,33 @@ def _weights(draw, rows: int, cols: int, max_rows: int, max_cols: int) -> np.nda
     return np.array(flat, dtype=np.float64).reshape(shape)[shape[0] - rows:, shape[1] - cols:]
 
 
-@st.composite
-def kernels(draw, min_d: int = 2, max_d: int = 5, min_eps: float = 0.0, max_eps: float | None = None,
-            d: int | None = None) -> np.ndarray:
+def kernels(min_d: int = 2, max_d: int = 5, min_eps: float | None = None, max_eps: float | None = None,
+            d: int | None = None, degenerate: bool = False) -> st.SearchStrategy:
     """Row-stochastic (d, d) kernels with every entry >= eps, eps drawn in [min_eps, max_eps].
 
-    ``max_eps`` defaults to 1/(2d); pass ``d`` to fix the size. The kernel is (1 − d·eps)·P + eps with P's rows
-    drawn as normalised weights. Shrinks towards d = min_d, eps = min_eps and uniform rows.
+    ``min_eps`` defaults to 0.05/d and ``max_eps`` to 1/(2d); pass ``d`` to fix the size. The kernel is
+    (1 − d·eps)·P + eps with P's rows drawn as normalised weights; draws with δ(π) < :data:`MIN_DOBRUSHIN` (rows
+    nearly equal: no information flows) are rejected. ``degenerate=True`` allows min_eps = 0 (its default then:
+    zero entries, reducible kernels) and keeps uninformative kernels. Shrinks towards d = min_d, eps = min_eps and
+    the simplest rows.
     """
+    drawn = _kernel_draws(min_d, max_d, min_eps, max_eps, d, degenerate)
+    return drawn if degenerate else drawn.filter(_is_informative)
+
+
+@st.composite
+def _kernel_draws(draw, min_d: int, max_d: int, min_eps: float | None, max_eps: float | None, d: int | None,
+                  degenerate: bool) -> np.ndarray:
     widest = max_d if d is None else d  # a fixed d never shrinks: no padding needed
     d = _size(draw, min_d, max_d, d)
+    low = _floor(min_eps, d, "min_eps", degenerate)
     hi = 0.5 / d if max_eps is None else min(max_eps, 1.0 / d)
-    if min_eps > hi:
-        raise ValueError(f"min_eps must be <= max_eps (and <= 1/d = {1.0 / d:.4g}), got {min_eps} > {hi}")
-    eps = _fraction(draw, min_eps, hi)
+    if low > hi:
+        raise ValueError(f"min_eps must be <= max_eps (and <= 1/d = {1.0 / d:.4g}), got {low} > {hi}")
+    if not degenerate and 1.0 - d * low < MIN_DOBRUSHIN:  # δ(π) <= 1 − d·eps (Doeblin): nothing informative left
+        raise ValueError(f"min_eps must be <= (1 − {MIN_DOBRUSHIN})/d = {(1 - MIN_DOBRUSHIN) / d:.4g} for an "
+                         f"informative kernel, got {low}; pass degenerate=True to draw uninformative kernels")
+    eps = _fraction(draw, low, hi)
     P = _normalise_rows(_weights(draw, d, d, widest, widest))
     kernel = (1.0 - d * eps) * P + eps
     return kernel / kernel.sum(axis=1, keepdims=True)
@@ -96,11 +148,16 @@ def parent_trees(draw, min_H: int = 2, max_H: int = 8, H: int | None = None) -> 
 
 
 @st.composite
-def init_distributions(draw, d: int, min_mass: float = 0.0, max_d: int | None = None) -> np.ndarray:
-    """Probability vectors of length d with every entry >= min_mass (min_mass <= 1/d); shrinks to uniform.
+def init_distributions(draw, d: int, min_mass: float | None = None, max_d: int | None = None,
+                       degenerate: bool = False) -> np.ndarray:
+    """Probability vectors of length d with every entry >= min_mass (default 0.05/d; <= 1/d); shrinks to uniform.
 
     ``max_d`` (>= d) draws weights for max_d states and uses the last d, so that d can shrink alone.
+    ``degenerate=True`` allows min_mass = 0 (its default then: laws without full support, point masses).
     """
+    min_mass = _floor(min_mass, d, "min_mass", degenerate)
+    if min_mass > 1.0 / d:
+        raise ValueError(f"min_mass must be <= 1/d = {1.0 / d:.4g}, got {min_mass}")
     weights = _weights(draw, 1, d, 1, d if max_d is None else max(d, max_d))
     p = _normalise_rows(weights)[0]
     p = (1.0 - d * min_mass) * p + min_mass
@@ -124,16 +181,24 @@ def contexts(d: int, H: int, min_L: int = 0, max_L: int = 6):
 
 
 @st.composite
-def instances(draw, min_d: int = 2, max_d: int = 5, min_H: int = 2, max_H: int = 8, min_eps: float = 0.0,
-              max_eps: float | None = None, stationary: bool | None = None):
+def instances(draw, min_d: int = 2, max_d: int = 5, min_H: int = 2, max_H: int = 8, min_eps: float | None = None,
+              max_eps: float | None = None, stationary: bool | None = None, min_mass: float | None = None,
+              degenerate: bool = False):
     """(kernel, parents, init) triples; ``init`` is None (stationary) or a drawn law.
 
-    ``stationary=True`` always gives None, ``False`` always a drawn law, ``None`` either.
+    ``stationary=True`` always gives None, ``False`` always a drawn law, ``None`` either. The kernel is drawn by
+    :func:`kernels` (``min_eps``, ``max_eps``), the law by :func:`init_distributions` (``min_mass``);
+    ``degenerate=True`` passes on to both, and ``init`` is then None only with a kernel whose stationary law is
+    unique (the law None stands for).
     """
-    kernel = draw(kernels(min_d=min_d, max_d=max_d, min_eps=min_eps, max_eps=max_eps))
-    parents = draw(parent_trees(min_H=min_H, max_H=max_H))
     use_stationary = draw(st.booleans()) if stationary is None else stationary
-    init = None if use_stationary else draw(init_distributions(kernel.shape[0], max_d=max_d))
+    kernel_strategy = kernels(min_d=min_d, max_d=max_d, min_eps=min_eps, max_eps=max_eps, degenerate=degenerate)
+    if degenerate and use_stationary:
+        kernel_strategy = kernel_strategy.filter(_has_unique_stationary_law)
+    kernel = draw(kernel_strategy)
+    parents = draw(parent_trees(min_H=min_H, max_H=max_H))
+    init = None if use_stationary else draw(init_distributions(kernel.shape[0], min_mass=min_mass, max_d=max_d,
+                                                               degenerate=degenerate))
     return kernel, parents, init
 
 
@@ -141,23 +206,31 @@ def instances(draw, min_d: int = 2, max_d: int = 5, min_H: int = 2, max_H: int =
 # The k-parent DAG task (our extension, claims ext-dag-*; see numerics.dag)
 
 
-@st.composite
-def dag_kernel_families(draw, min_d: int = 2, max_d: int = 3, min_k: int = 1, max_k: int = 2,
-                        min_eps: float = 0.0, max_eps: float | None = None, d: int | None = None,
-                        k: int | None = None) -> tuple:
+def dag_kernel_families(min_d: int = 2, max_d: int = 3, min_k: int = 1, max_k: int = 2,
+                        min_eps: float | None = None, max_eps: float | None = None, d: int | None = None,
+                        k: int | None = None, degenerate: bool = False) -> st.SearchStrategy:
     """Kernel families (π_1, ..., π_k) of the DAG task: π_m of shape (d**m, d), every entry >= eps.
 
     Options: ``d`` / ``k`` fix the number of states / the order (else drawn in [min_d, max_d] / [min_k, max_k]);
-    eps is drawn in [min_eps, max_eps] (max_eps defaults to 1/(2d)) and shared by all orders; each table is
-    (1 − d·eps)·P + eps with P's rows normalised weights (as :func:`kernels`). Shrinks towards d = 2, k = min_k,
-    uniform rows.
+    eps is drawn in [min_eps, max_eps] (defaults 0.05/d and 1/(2d)) and shared by all orders; each table is
+    (1 − d·eps)·P + eps with P's rows normalised weights (as :func:`kernels`), and families with a table of
+    δ < :data:`MIN_DOBRUSHIN` are rejected. ``degenerate=True`` allows min_eps = 0 (its default then) and keeps
+    uninformative tables. Shrinks towards d = 2, k = min_k, uniform rows.
     """
+    drawn = _dag_kernel_draws(min_d, max_d, min_k, max_k, min_eps, max_eps, d, k, degenerate)
+    return drawn if degenerate else drawn.filter(lambda tables: all(_is_informative(t) for t in tables))
+
+
+@st.composite
+def _dag_kernel_draws(draw, min_d: int, max_d: int, min_k: int, max_k: int, min_eps: float | None,
+                      max_eps: float | None, d: int | None, k: int | None, degenerate: bool) -> tuple:
     d = draw(st.integers(min_d, max_d)) if d is None else d
     k = draw(st.integers(min_k, max_k)) if k is None else k
+    low = _floor(min_eps, d, "min_eps", degenerate)
     hi = 0.5 / d if max_eps is None else min(max_eps, 1.0 / d)
-    if min_eps > hi:
-        raise ValueError(f"min_eps must be <= max_eps (and <= 1/d = {1.0 / d:.4g}), got {min_eps} > {hi}")
-    eps = draw(st.floats(min_value=min_eps, max_value=hi)) if hi > min_eps else min_eps
+    if low > hi:
+        raise ValueError(f"min_eps must be <= max_eps (and <= 1/d = {1.0 / d:.4g}), got {low} > {hi}")
+    eps = draw(st.floats(min_value=low, max_value=hi)) if hi > low else low
     tables = []
     for m in range(1, k + 1):
         rows = d**m
@@ -181,16 +254,21 @@ def dag_parent_sets(draw, k: int, min_H: int | None = None, max_H: int = 6, H: i
 
 @st.composite
 def dag_instances(draw, min_d: int = 2, max_d: int = 3, min_k: int = 1, max_k: int = 2, min_H: int | None = None,
-                  max_H: int = 6, min_eps: float = 0.0, max_eps: float | None = None,
-                  stationary: bool | None = None):
+                  max_H: int = 6, min_eps: float | None = None, max_eps: float | None = None,
+                  stationary: bool | None = None, min_mass: float | None = None, degenerate: bool = False):
     """(kernels, parent_sets, init) triples of the DAG task; ``init`` None (the stationary law of π_1) or a law.
 
     ``stationary=True`` always gives None, ``False`` always a drawn law, ``None`` either. The other options are
-    those of :func:`dag_kernel_families` and :func:`dag_parent_sets`.
+    those of :func:`dag_kernel_families`, :func:`dag_parent_sets` and :func:`init_distributions`; with
+    ``degenerate=True``, ``init`` is None only when π_1 has a unique stationary law.
     """
-    kernels = draw(dag_kernel_families(min_d=min_d, max_d=max_d, min_k=min_k, max_k=max_k, min_eps=min_eps,
-                                       max_eps=max_eps))
-    parent_sets = draw(dag_parent_sets(len(kernels), min_H=min_H, max_H=max_H))
     use_stationary = draw(st.booleans()) if stationary is None else stationary
-    init = None if use_stationary else draw(init_distributions(kernels[0].shape[1]))
+    families = dag_kernel_families(min_d=min_d, max_d=max_d, min_k=min_k, max_k=max_k, min_eps=min_eps,
+                                   max_eps=max_eps, degenerate=degenerate)
+    if degenerate and use_stationary:
+        families = families.filter(lambda tables: _has_unique_stationary_law(tables[0]))
+    kernels = draw(families)
+    parent_sets = draw(dag_parent_sets(len(kernels), min_H=min_H, max_H=max_H))
+    init = None if use_stationary else draw(init_distributions(kernels[0].shape[1], min_mass=min_mass,
+                                                               degenerate=degenerate))
     return kernels, parent_sets, init

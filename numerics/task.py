@@ -87,10 +87,24 @@ def _flat_cdf(kernel: np.ndarray) -> np.ndarray:
     return (cdf + np.arange(d)[:, None]).ravel()
 
 
+#: Beyond this many bytes of row CDFs, the keys of a draw are searched in sorted order: the binary searches then walk
+#: the table in order instead of missing the cache at random (d = 2000, 20 000 draws: 24 ms unsorted, 7 ms sorted;
+#: d = 5, 10^6 draws: sorting would cost 5x the search).
+SORTED_SEARCH_BYTES = 2**20
+
+
 def _draw_children(flat_cdf: np.ndarray, d: int, parent_tokens: np.ndarray, u: np.ndarray) -> np.ndarray:
     """x ~ π(· | parent) by inversion: the first j with cdf[parent, j] > u."""
-    idx = np.searchsorted(flat_cdf, parent_tokens + u, side="right") - parent_tokens * d
-    return np.minimum(idx, d - 1)
+    keys = parent_tokens + u
+    if flat_cdf.nbytes <= SORTED_SEARCH_BYTES:
+        idx = np.searchsorted(flat_cdf, keys, side="right")
+    else:  # the same indices, found in the order of the keys
+        flat_keys = keys.ravel()
+        order = np.argsort(flat_keys)
+        idx = np.empty(flat_keys.size, dtype=np.int64)
+        idx[order] = np.searchsorted(flat_cdf, flat_keys[order], side="right")
+        idx = idx.reshape(keys.shape)
+    return np.minimum(idx - parent_tokens * d, d - 1)
 
 
 def _draw_roots(init: np.ndarray, u: np.ndarray) -> np.ndarray:

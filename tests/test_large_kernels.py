@@ -135,6 +135,24 @@ def test_batched_lemma3_equals_the_current_batch(d, H):
     assert np.all(np.abs(new["ratio"] - old["ratio"])[defined] <= 1e-14 / old["mi_parent"][defined])
 
 
+@pytest.mark.parametrize("d, H", [(3, 3), (4, 7)])
+def test_batched_lemma3_over_several_blocks_equals_the_current_batch(d, H):
+    # reference: lemma3_pairs_batch (joints (π^k1)ᵀ diag(P(x_c)) π^k2 for every pair, I by rel_entr) on 1300
+    # instances, more than the blocks in which lemma3_ratio_batch evaluates them; at h' = pa(h) the batched values
+    # are the parent's own (I(x_h; x_h') = I(x_h; x_pa) exactly, gap 0), the reference's within rounding
+    batch = draw_lemma3_batch(np.random.default_rng(d * 100 + H), 1300, d, H)
+    new = lemma3_ratio_batch(batch["kernels"], batch["parents"], batch["inits"])
+    old, terms = _old_path(batch)
+    for key in ("candidate", "ancestor"):
+        np.testing.assert_array_equal(new[key], old[key])
+    for key in ("mi_candidate", "mi_parent"):
+        np.testing.assert_allclose(new[key], old[key], rtol=0, atol=1e-14)
+    np.testing.assert_allclose(new["loglik_gap"], terms["lhs"], rtol=0, atol=1e-14)
+    parent_pairs = np.broadcast_to(~new["candidate"][:, None, :], new["ratio"].shape)
+    assert np.array_equal(new["mi_candidate"][parent_pairs], new["mi_parent"][parent_pairs])
+    assert np.all(new["loglik_gap"][parent_pairs] == 0.0)
+
+
 def test_batched_sweep_counts_equal_the_current_sweep_on_the_same_instances():
     # reference: _score_lemma3_batch (the current sweep's scoring, stationary law by least squares) on the instances
     # the batched path drew

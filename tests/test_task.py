@@ -98,3 +98,20 @@ def test_sample_task_examples_share_their_context_tree():
     assert _gof(np.stack([parent_tokens, child_tokens], 1), pair_law, B * (L + 1)) > P_MIN
     # trees are drawn per context, uniformly
     assert stats.chisquare(np.bincount(pa, minlength=h)).pvalue > P_MIN
+
+
+@pytest.mark.parametrize("d", [3, 600])
+def test_sample_chains_draws_the_inverse_cdf_token_of_each_uniform(d):
+    # Reference: inversion written out token by token from the same uniforms (the generator's first (H, n) block):
+    # x_h = the first j with cdf(j | x_pa) > u. At d = 600 the row CDFs (2.9 MB) are searched in sorted key order.
+    kernel = nm.random_kernel(d, alpha=0.5, eps=0.0, rng=np.random.default_rng(d))
+    parents, n = np.array([-1, 0, 1, 1, 0]), 400
+    init = np.random.default_rng(1).dirichlet(np.ones(d))
+    x = nm.sample_chains(kernel, parents, n, rng=np.random.default_rng(2), init=init)
+    u = np.random.default_rng(2).random((len(parents), n))
+    cdf, root_cdf = np.cumsum(kernel, axis=1), np.cumsum(init)
+    for i in range(n):
+        assert x[i, 0] == min(int(np.argmax(root_cdf > u[0, i])) if root_cdf[-1] > u[0, i] else d - 1, d - 1)
+        for h in range(1, len(parents)):
+            row = cdf[x[i, parents[h]]]
+            assert x[i, h] == (int(np.argmax(row > u[h, i])) if row[-1] > u[h, i] else d - 1), (i, h)
