@@ -37,16 +37,21 @@ def read_json(path, option: str):
 
 
 def _load_npy(path: Path, option: str) -> np.ndarray:
-    """The array of a .npy file; pickled Python objects are refused (loading them can run code)."""
+    """The array of a .npy file; pickled Python objects are refused (loading them can run code), and an empty,
+    foreign or cut-short file is named as such (NumPy says EOFError or a message about its internals)."""
+    with path.open("rb") as f:
+        magic = f.read(6)
+    if not magic:
+        raise ValueError(f"{option} file {path} is empty (0 bytes); write the array with numpy.save(path, K)")
+    if magic != b"\x93NUMPY":
+        raise ValueError(f"{option} file {path} is not a NumPy .npy file; write it with numpy.save")
     try:
         return np.load(path, allow_pickle=False)
-    except ValueError:
-        with path.open("rb") as f:
-            is_npy = f.read(6) == b"\x93NUMPY"
-        if is_npy:
+    except (ValueError, EOFError) as exc:
+        if "allow_pickle" in str(exc):
             raise ValueError(f"{option} file {path} holds pickled Python objects (an object array), which are not "
                              "loaded; save a numeric array: numpy.save(path, numpy.asarray(K, dtype=float))") from None
-        raise ValueError(f"{option} file {path} is not a NumPy .npy file; write it with numpy.save") from None
+        raise ValueError(f"{option} file {path} is cut short or damaged; write it again with numpy.save") from None
 
 
 def _npz_kernels(path: Path) -> dict[str, np.ndarray]:

@@ -189,6 +189,8 @@ def _bad_inputs(tmp_path):
     np.save(tmp_path / "pickled.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     np.savez(tmp_path / "pickled.npz", K=good, bad=np.array([{"a": 1}], dtype=object))
     (tmp_path / "notnpy.npy").write_text("not numpy")
+    (tmp_path / "empty.npy").write_bytes(b"")
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "K.npy").read_bytes()[:-8])  # a copy that stopped mid-write
     (tmp_path / "notzip.npz").write_text("not a zip")
     (tmp_path / "folder").mkdir()
     np.save(tmp_path / "folder" / "good.npy", good)
@@ -201,6 +203,10 @@ BAD_INPUTS = {
     "pickled npy": (["check", "--kernel", "{t}/pickled.npy", "--out", "{t}/out"], ["pickled.npy", "pickled"]),
     "pickled array in npz": (["check", "--kernel", "{t}/pickled.npz"], ["pickled.npz", "'bad'", "pickled"]),
     "npy that is not numpy": (["check", "--kernel", "{t}/notnpy.npy"], ["notnpy.npy", "not a NumPy .npy"]),
+    "empty npy": (["check", "--kernel", "{t}/empty.npy"], ["--kernel file", "empty.npy", "is empty"]),
+    "cut-short npy": (["check", "--kernel", "{t}/cut.npy"], ["--kernel file", "cut.npy", "cut short"]),
+    "init from an empty npy": (["check", "--kernel", "{t}/K.npy", "--init", "{t}/empty.npy"],
+                               ["--init file", "empty.npy", "is empty"]),
     "npz that is not a zip": (["check", "--kernel", "{t}/notzip.npz"], ["notzip.npz", "not a .npz"]),
     "folder with one bad kernel": (["check", "--kernel", "{t}/folder", "--out", "{t}/out"],
                                    ["folder/bad.npy", "row-stochastic"]),
