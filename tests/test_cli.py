@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +154,33 @@ def test_user_input_errors_are_one_line_and_exit_2(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "Traceback" not in err, (name, err)
         assert str(tmp_path) in err, (name, err)
+
+
+#: A .csv or .json kernel that is not rows of numbers -> what the refusal says (NumPy's words must not show through).
+NOT_ROWS_OF_NUMBERS = {
+    "object.json": ('{"a": 1}', "expected a d×d list of numbers (row i holds π(· | i)), got an object with keys 'a'"),
+    "one-row.json": ("[0.5, 0.5]", "got a list whose entries are not all rows"),
+    "null.json": ("[[0.5, null], [0.5, 0.5]]", "row 1, entry 2 is None, not a number"),
+    "empty.csv": ("", "expected a d×d list of numbers (row i holds π(· | i)), got no rows"),
+    "blank.csv": ("\n\n", "got no rows"),
+    "ragged.csv": ("0.5,0.5\n0.2,0.3,0.5\n", "row 2 has 3 entries where row 1 has 2"),
+    "header.csv": ("a,b\n0.5,0.5\n0.5,0.5\n", "row 1, entry 1 is 'a', not a number"),
+}
+
+
+@pytest.mark.parametrize("name", NOT_ROWS_OF_NUMBERS)
+def test_a_kernel_file_that_is_not_rows_of_numbers_is_refused_in_the_packages_own_words(name, tmp_path, capsys):
+    # Reference: the format the README gives for --kernel (.csv: one row of π per line; .json: rows or
+    # {"kernel": rows}). Before: '{"a": 1}' read as NaN ("found NaN or inf"), an empty or ragged .csv leaked NumPy's
+    # warning and its advice ("use usecols").
+    text, expected = NOT_ROWS_OF_NUMBERS[name]
+    (tmp_path / name).write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a NumPy warning on the way fails the test
+        assert cli.main(["check", "--kernel", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"bma-verify check: error: --kernel file {tmp_path / name}"), err
+    assert expected in err and "NaN" not in err and "usecols" not in err, err
 
 
 def test_unwritable_report_folder_is_one_line_and_exit_2(tmp_path, capsys):
