@@ -23,6 +23,7 @@ import torch
 
 from bma_verify.model.ds import train_ds_preset
 from bma_verify.model.presets import train_preset
+from bma_verify.numerics._validate import check_parents
 from bma_verify.numerics.claim_sweeps import VIOLATION_RTOL
 from bma_verify.reports.builder import build_report, run_claims
 from bma_verify.reports.core import DEVICES, TIERS, CheckContext, jsonable
@@ -353,7 +354,7 @@ def _check_kernels(args) -> int:
                          f"{', '.join(others)} is not one")
     kernels = load_kernels(args.kernel)
     init = None if args.init == "stationary" else read_vector(args.init, "--init")
-    parents = None if args.parents is None else read_vector(args.parents, "--parents")
+    parents = None if args.parents is None else _tree_arg(args.parents)
     results = {name: in_units(check_kernel_claims(kernel, claims=claims, init=init, parents=parents,
                                                   trees=args.trees, H=args.H, seed=args.seed), args.units)
                for name, kernel in kernels.items()}
@@ -367,6 +368,15 @@ def _check_kernels(args) -> int:
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return 1 if any(row[c] == "fails" for row in table for c in claims) else 0
+
+
+def _tree_arg(text: str):
+    """``--parents``: one tree, from a file or a comma list, refused naming the flag and the first wrong entry."""
+    vector = read_vector(text, "--parents")  # a file or list that does not read as numbers is named there
+    try:
+        return check_parents(vector, single=True)
+    except ValueError as exc:
+        raise ValueError(f"--parents {text}: {exc}") from None
 
 
 #: Columns of the batch table left out of the printed table (they are in kernels.csv / kernels.json with --out).

@@ -269,9 +269,9 @@ def _checked_inputs(kernel, claims, init, parents, trees, H):
     if unknown:
         raise ValueError(f"--kernel applies to the kernel claims {', '.join(KERNEL_CLAIMS)}; got {', '.join(unknown)}")
     if parents is not None:
-        parents = check_parents(parents, name="parents (from --parents)", single=True)
+        parents = check_parents(parents, name="parents", single=True)
     if init is not None:
-        init = check_init(init, kernel.shape[0], name="init (from --init)")
+        init = check_init(init, kernel.shape[0], name="init")
     if isinstance(trees, bool) or not isinstance(trees, int) or trees < 1:
         raise ValueError(f"trees (--trees) must be an integer >= 1, got {trees!r}")
     if isinstance(H, bool) or not isinstance(H, int) or H < 3:
