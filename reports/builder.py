@@ -29,6 +29,7 @@ import matplotlib
 import torch
 from tqdm.auto import tqdm
 
+from bma_verify.reports.catalog import package_version
 from bma_verify.reports.core import (REFUTED, TIERS, CheckContext, CheckOutcome, Finding, finding_status, jsonable,
                                      settle)
 from bma_verify.reports.executor import children_ignore_interrupts, validate_executor
@@ -325,7 +326,7 @@ def build_report(tier: str, out_dir, *, seed: int = 0, claims: Iterable[str] | N
             claim_records = run_claims(selected, ctx, progress=not quiet)
             env = environment()
         results = {
-            "tier": tier, "seed": seed, "package_version": _package_version(),
+            "tier": tier, "seed": seed, "package_version": package_version(),
             "units": "nats (natural logs) for every information quantity and loss",
             "started": started.isoformat(timespec="seconds"), "seconds": round(time.perf_counter() - t0, 3),
             "environment": env,
@@ -350,10 +351,3 @@ def torch_threads(n: int):
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def _package_version() -> str:
-    try:
-        return metadata.version("bma-verify")
-    except metadata.PackageNotFoundError:
-        return "unknown"

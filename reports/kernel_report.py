@@ -42,13 +42,11 @@ from bma_verify.numerics.large_kernels import (MAX_BYTES, MAX_OPERATIONS, MONTE_
                                                dobrushin_coefficient_blocked, exact_form_decision,
                                                exact_form_gradients, j_form_gradients, kernel_powers,
                                                monte_carlo_samples, tree_pair_table)
+from bma_verify.reports.catalog import KERNEL_CLAIMS  # the claims about a kernel, named without this module
 from bma_verify.reports.core import jsonable
 from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.search import replayable_kernel_findings
 
-#: The claims that are statements about a kernel, in report order.
-KERNEL_CLAIMS = ("lemma3-strict-dpi", "lemma4-loglik-gap", "thm2-consistency", "thm3-init-gradient",
-                 "thm1-construction")
 PAIR_CLAIMS = ("lemma3-strict-dpi", "lemma4-loglik-gap", "thm2-consistency")
 #: Theorem 2: the L at which Hoeffding's bound falls to this error probability.
 THM2_TARGET_ERROR = 0.05

@@ -10,6 +10,7 @@ import pytest
 
 import bma_verify.reports.builder as builder
 from bma_verify.reports import cli
+from bma_verify.reports import registry as claim_registry
 from bma_verify.reports.core import CheckOutcome, Control
 from bma_verify.reports.registry import Check, Claim
 
@@ -100,10 +101,12 @@ def registry(monkeypatch):
 
 @pytest.fixture
 def beyond_registry(monkeypatch):
-    """The builder and the command see only GOOD, OURS and PAPER_BEYOND."""
+    """The builder and the command see only GOOD, OURS and PAPER_BEYOND (the command imports the registry's
+    claims when it runs them, and checks the ids it is given against the catalog's)."""
     claims = (GOOD, OURS, PAPER_BEYOND)
     by_id = {c.id: c for c in claims}
-    for module in (builder, cli):
+    for module in (builder, claim_registry):
         monkeypatch.setattr(module, "CLAIMS", claims)
         monkeypatch.setattr(module, "get_claim", by_id.__getitem__)
+    monkeypatch.setattr(cli, "CLAIM_IDS", tuple(by_id))
     return claims

@@ -17,7 +17,7 @@ import torch
 
 from bma_verify.model._common import prepare_run_dir
 from bma_verify.numerics.atomic import destination, temporary_sibling, write_atomic
-from bma_verify.reports import cli
+from bma_verify.reports import cli, search
 from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
 from bma_verify.reports.stopping import Interrupted
 from tests.report_stand_ins import beyond_registry  # noqa: F401 (a fixture)
@@ -95,7 +95,7 @@ def test_an_instance_that_fails_a_statement_of_the_paper_still_exits_1(tmp_path,
     thm3 = dict(next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3"), form="approximate")
     path = tmp_path / "paper.json"
     path.write_text(json.dumps(thm3))
-    monkeypatch.setattr(cli, "check_instance", lambda instance: {"target": "thm3", "form": "approximate",
+    monkeypatch.setattr(search, "check_instance", lambda instance: {"target": "thm3", "form": "approximate",
                                                                  "verdict": "fail", "holds": False, "summary": "s"})
     assert cli.main(["check", "--instance", str(path)]) == 1
     assert capsys.readouterr().out == "thm3: fail — s\n"
