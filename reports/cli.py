@@ -424,27 +424,15 @@ def _tree_arg(text: str):
         raise ValueError(f"--parents {text}: {exc}") from None
 
 
-#: Columns of the batch table left out of the printed table (they are in kernels.csv / kernels.json with --out).
-_UNPRINTED_COLUMNS = ("lemma3_pair", "thm3_position", "thm3_parent", "thm3_gradient_nats")
-
-
 def _print_kernel_results(results: dict, table: list[dict], *, rows: bool) -> None:
     """Each kernel's facts, verdicts, worst cases and margins (its swept rows with ``rows``), then the batch table."""
-    from bma_verify.reports.kernel_text import format_kernel_result
+    from bma_verify.reports.kernel_text import format_kernel_result, format_kernel_table
 
     for name, result in results.items():
         print(format_kernel_result(name, result, rows=rows))
         print()
     if len(results) > 1:
-        columns = [c for c in table[0] if c not in _UNPRINTED_COLUMNS]
-        widths = [max(len(c), 10) for c in columns]
-        print("  ".join(f"{c:>{w}s}" for c, w in zip(columns, widths)))
-        for row in table:
-            print("  ".join(f"{row.get(c):>{w}.4g}" if isinstance(row.get(c), float)
-                            else f"{str(row.get(c, '')):>{w}s}" for c, w in zip(columns, widths)))
-        print("(eps = min π, d_eps = d·min π, dobrushin = δ(π), doeblin = 1 − d·min π, lemma3_max_ratio = largest "
-              "I(x_h;x_h')/I(x_h;x_pa): unit-free; gaps in the --units; thm3_margin_nats = E g(pa) − max other E g at "
-              "the worst position, in nats per unit score; the worst pairs, positions and gradients: --out)")
+        print(format_kernel_table(table))
 
 
 def exit_status(records: list[dict]) -> int:

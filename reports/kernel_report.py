@@ -384,7 +384,8 @@ def where_text(where: dict) -> str:
 
 def table_row(name: str, result: dict) -> dict:
     """One row of the batch table (kernels.csv / kernels.json): the kernel's facts, each claim's verdict and its
-    numbers (Lemma 3: largest ratio and its pair; Theorem 3: margin, gradients and parent at the worst position)."""
+    numbers (Lemma 3: largest ratio and its pair; Theorem 3: margin, gradients (a list) and parent at the worst
+    position)."""
     f, unit = result["facts"], result.get("units", "nats")
     row = {"kernel": name, "d": f["d"], "eps": f["eps"], "d_eps": f["d_eps"], "dobrushin": f["dobrushin"],
            "doeblin": f["doeblin"]}
@@ -401,7 +402,7 @@ def table_row(name: str, result: dict) -> dict:
             row.update(thm3_margin_nats=worst["margin"] if worst else float("nan"),
                        thm3_position=where_text({k: worst["where"][k] for k in ("tree", "h")}) if worst else "",
                        thm3_parent=worst["where"]["parent"] if worst else "",
-                       thm3_gradient_nats=json.dumps(worst["value"]) if worst else "")
+                       thm3_gradient_nats=worst["value"] if worst else None)
         elif claim == "thm1-construction":
             row["thm1_attention_error"] = r.get("attention_error", float("nan"))
     return row
@@ -415,7 +416,8 @@ def write_table(rows: list[dict], out_dir, *, force: bool = False) -> list[Path]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    # a list (Theorem 3's gradients) is one JSON array in its cell; kernels.json keeps it an array
+    writer.writerows({k: json.dumps(v) if isinstance(v, list) else v for k, v in row.items()} for row in rows)
     paths = [out_dir / "kernels.csv", out_dir / "kernels.json"]
     existing = [p for p in paths if p.exists()]
     if existing and not force:
