@@ -177,10 +177,11 @@ def _run_group(checks: list[Check], ctx_fields: dict, threads: int) -> dict:
     return ctx.cache[("builder", "outcomes")]
 
 
-def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar) -> None:
+def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar, on_results=lambda: None) -> None:
     """Run the checks of ``work`` in ``ctx.jobs`` worker processes (spawned: a fork would inherit torch's thread
-    pool) and store their outcomes where :func:`_run_one` finds them. The numbers are those of a serial run: every
-    check draws from its own seeded generators, and each worker uses the parent's torch thread count."""
+    pool) and store their outcomes where :func:`_run_one` finds them, calling ``on_results()`` as each worker's
+    group comes back. The numbers are those of a serial run: every check draws from its own seeded generators, and
+    each worker uses the parent's torch thread count."""
     groups = check_groups(work)
     fields = dict(tier=ctx.tier, seed=ctx.seed, figures_dir=ctx.figures_dir, quiet=True, options=ctx.options,
                   device=ctx.device, jobs=1, backend="joblib")
@@ -199,6 +200,7 @@ def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar) -> No
             results = future.result()
             done.update(results)
             bar.update(sum(n_uses[f] for f in results))
+            on_results()
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -242,7 +244,8 @@ def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = F
     running it twice. With ``ctx.jobs`` > 1 (joblib backend) the checks run in that many worker processes, a
     claim's checks (and checks sharing a cached computation, ``Check.shares``) in one worker, with sweeps serial
     inside each; the numbers are those of a serial run. With the Dask backend checks run here and their sweeps go
-    to the cluster.
+    to the cluster. ``progress``: a bar on a terminal, else one line per finished claim on stderr
+    (:class:`ClaimProgressLines`).
     """
     matplotlib.use("Agg")
     claims = list(claims)
@@ -250,21 +253,47 @@ def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = F
     # every registered check runs: one whose function cannot be imported is an error, not a missing row
     work = [(claim, check) for claim in claims for check in claim.checks if kinds is None or check.kind in kinds]
     bar = tqdm(total=len(work), disable=None if progress else True, unit="check")
-    records = {claim.id: [] for claim in claims}
+    lines = ClaimProgressLines(len(claims), enabled=progress and not sys.stderr.isatty())
+    done = ctx.cache.setdefault(("builder", "outcomes"), {})
+    checks = {claim.id: [check for c, check in work if c is claim] for claim in claims}
+    records: dict[str, dict] = {}
+
+    def record_finished_claims() -> None:  # a claim is finished once every check it shows has run, here or there
+        for claim in claims:
+            if claim.id not in records and all(_source(c).function in done for c in checks[claim.id]):
+                records[claim.id] = claim_record(claim, [_check_record(c, ctx) for c in checks[claim.id]])
+                lines.finished(records[claim.id])
+
     parallel = ctx.jobs > 1 and ctx.backend == "joblib" and len(work) > 1
     try:
-        if parallel:  # checks in worker processes; the loop below only assembles their records
+        if parallel:  # checks in worker processes; the loop below finds them done
             bar.set_description(f"{ctx.jobs} workers")
-            _run_parallel(work, ctx, bar)
+            _run_parallel(work, ctx, bar, on_results=record_finished_claims)
         for claim, check in work:
             if not parallel:
                 bar.set_description(f"{claim.id} [{check.kind}]")
-            records[claim.id].append(_check_record(check, ctx))
-            if not parallel:
+                _run_one(_source(check), ctx)  # a check cited by an earlier one has run already
                 bar.update()
+            record_finished_claims()
+        record_finished_claims()  # a claim none of whose checks is of the given kinds
     finally:
         bar.close()
-    return [claim_record(c, records[c.id]) for c in claims]
+    return [records[c.id] for c in claims]
+
+
+class ClaimProgressLines:
+    """Progress where no bar shows (stderr is a log file, a pipe or CI's log): one line on stderr per finished
+    claim, ``[3/24 claims, 41 s] lemma3-strict-dpi: pass``, so that a run of tens of minutes is seen to move."""
+
+    def __init__(self, total: int, *, enabled: bool):
+        self.total, self.enabled = total, enabled
+        self.count, self.start = 0, time.perf_counter()
+
+    def finished(self, record: dict) -> None:
+        self.count += 1
+        if self.enabled:
+            print(f"[{self.count}/{self.total} claims, {time.perf_counter() - self.start:.0f} s] {record['id']}: "
+                  f"{record['verdict']}", file=sys.stderr, flush=True)
 
 
 def _report_context(tier: str, out: Path, *, seed, claims, force, quiet, jobs, backend, scheduler, threads,
