@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from bma_verify.reports.catalog import package_version
 from bma_verify.reports.core import (REFUTED, TIERS, CheckContext, CheckOutcome, Finding, finding_status, jsonable,
                                      settle)
-from bma_verify.reports.executor import children_ignore_interrupts, validate_executor
+from bma_verify.reports.executor import children_ignore_interrupts, prepare_worker, validate_executor
 from bma_verify.reports.io import replace_dir, write_text_atomic
 from bma_verify.reports.registry import CLAIMS, Check, Claim, get_claim
 from bma_verify.reports.regression import REFERENCE_DIR
@@ -192,7 +192,8 @@ def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar, on_re
         n_uses[source.function] = n_uses.get(source.function, 0) + 1
     # looked up on the module at call time, so a test can run the workers in threads of this process
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(ctx.jobs, len(groups)) or 1,
-                                                  mp_context=multiprocessing.get_context("spawn"))
+                                                  mp_context=multiprocessing.get_context("spawn"),
+                                                  initializer=prepare_worker)
     try:
         with children_ignore_interrupts():  # Ctrl-C reaches the whole group; this process stops the workers
             futures = {pool.submit(_run_group, g, fields, torch.get_num_threads()): g for g in groups}

@@ -4,9 +4,12 @@ test_report_render): each returns a fixed outcome, so a test reads what the buil
 They live in an importable module (not a test file) because ``--jobs`` workers import checks by module name.
 """
 import os
+import time
 
 import matplotlib.pyplot as plt
 import pytest
+from tqdm import tqdm
+from tqdm.auto import tqdm as auto_tqdm
 
 import bma_verify.reports.builder as builder
 from bma_verify.reports import cli
@@ -76,6 +79,21 @@ def device_recording_check_2(ctx):  # a second function: --jobs runs each functi
 
 def interrupting_check(ctx):
     raise KeyboardInterrupt
+
+
+def bar_then_wait_check(ctx):
+    """Makes silent progress bars of tqdm and of tqdm.auto, as the sweeps and training loops in a ``--jobs`` worker
+    do (tqdm then holds a lock), writes its pid to $BMA_TEST_STARTED and waits to be stopped."""
+    for bar in (tqdm, auto_tqdm):
+        for _ in bar(range(1), disable=True):
+            pass
+    with open(os.environ["BMA_TEST_STARTED"], "a") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(120)
+
+
+def bar_then_wait_check_2(ctx):  # a second function: --jobs runs each function once, in one worker
+    return bar_then_wait_check(ctx)
 
 
 GOOD = Claim("good", "paper", "statement", (Check("exact", passing_check, "d"),))
