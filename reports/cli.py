@@ -313,6 +313,7 @@ def _check_instance(args) -> int:
     from bma_verify.reports.search import as_instance, check_instance
 
     data = read_json(args.instance, "--instance")
+    _use_threads(args.threads)
     try:
         instance = as_instance(data)  # an instance, or a finding / search result holding one
         result = check_instance(instance)
