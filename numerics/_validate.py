@@ -117,12 +117,14 @@ def check_parents(parents, H: int | None = None, name: str = "parents", *, singl
         raise ValueError(f"{name} must have length H >= 2, got H = {arr.shape[-1]}")
     if H is not None and arr.shape[-1] != H:
         raise ValueError(f"{name} must have length H = {H} (matching the tokens), got {arr.shape[-1]}")
-    if np.any(arr[..., 0] != -1):
-        raise ValueError(f"{name}[0] must be -1 (position 0 is the root and has no parent)")
-    h = np.arange(1, arr.shape[-1])
-    rest = arr[..., 1:]
-    if np.any(rest < 0) or np.any(rest >= h):
-        raise ValueError(f"{name} must satisfy 0 <= {name}[h] < h for h >= 1 (a tree over earlier positions)")
+    positions = np.arange(arr.shape[-1])
+    wrong = np.where(positions == 0, arr != -1, (arr < 0) | (arr >= positions))
+    if np.any(wrong):  # the first wrong entry, by its index and value, and the rule it breaks
+        index = tuple(int(i) for i in np.argwhere(wrong)[0])
+        h, value = index[-1], int(arr[index])
+        rule = "must be -1" if h == 0 else ("must be >= 0" if value < 0 else f"must be < {h}")
+        raise ValueError(f"{name}[{', '.join(map(str, index))}] = {value} {rule}: a tree over earlier positions has "
+                         f"{name}[0] = -1 (the root) and 0 <= {name}[h] < h for h >= 1")
     return arr
 
 

@@ -29,9 +29,10 @@ import matplotlib
 import torch
 from tqdm.auto import tqdm
 
+from bma_verify.reports.catalog import package_version
 from bma_verify.reports.core import (REFUTED, TIERS, CheckContext, CheckOutcome, Finding, finding_status, jsonable,
                                      settle)
-from bma_verify.reports.executor import children_ignore_interrupts, validate_executor
+from bma_verify.reports.executor import children_ignore_interrupts, prepare_worker, validate_executor
 from bma_verify.reports.io import replace_dir, write_text_atomic
 from bma_verify.reports.protocol import protocol_record
 from bma_verify.reports.registry import CLAIMS, Check, Claim, get_claim
@@ -179,10 +180,11 @@ def _run_group(checks: list[Check], ctx_fields: dict, threads: int) -> dict:
     return ctx.cache[("builder", "outcomes")]
 
 
-def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar) -> None:
+def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar, on_results=lambda: None) -> None:
     """Run the checks of ``work`` in ``ctx.jobs`` worker processes (spawned: a fork would inherit torch's thread
-    pool) and store their outcomes where :func:`_run_one` finds them. The numbers are those of a serial run: every
-    check draws from its own seeded generators, and each worker uses the parent's torch thread count."""
+    pool) and store their outcomes where :func:`_run_one` finds them, calling ``on_results()`` as each worker's
+    group comes back. The numbers are those of a serial run: every check draws from its own seeded generators, and
+    each worker uses the parent's torch thread count."""
     groups = check_groups(work)
     fields = dict(tier=ctx.tier, seed=ctx.seed, figures_dir=ctx.figures_dir, quiet=True, options=ctx.options,
                   device=ctx.device, jobs=1, backend="joblib")
@@ -193,7 +195,8 @@ def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar) -> No
         n_uses[source.function] = n_uses.get(source.function, 0) + 1
     # looked up on the module at call time, so a test can run the workers in threads of this process
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(ctx.jobs, len(groups)) or 1,
-                                                  mp_context=multiprocessing.get_context("spawn"))
+                                                  mp_context=multiprocessing.get_context("spawn"),
+                                                  initializer=prepare_worker)
     try:
         with children_ignore_interrupts():  # Ctrl-C reaches the whole group; this process stops the workers
             futures = {pool.submit(_run_group, g, fields, torch.get_num_threads()): g for g in groups}
@@ -201,6 +204,7 @@ def _run_parallel(work: list[tuple[Claim, Check]], ctx: CheckContext, bar) -> No
             results = future.result()
             done.update(results)
             bar.update(sum(n_uses[f] for f in results))
+            on_results()
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -245,7 +249,8 @@ def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = F
     running it twice. With ``ctx.jobs`` > 1 (joblib backend) the checks run in that many worker processes, a
     claim's checks (and checks sharing a cached computation, ``Check.shares``) in one worker, with sweeps serial
     inside each; the numbers are those of a serial run. With the Dask backend checks run here and their sweeps go
-    to the cluster.
+    to the cluster. ``progress``: a bar on a terminal, else one line per finished claim on stderr
+    (:class:`ClaimProgressLines`).
     """
     matplotlib.use("Agg")
     claims = list(claims)
@@ -253,21 +258,47 @@ def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = F
     # every registered check runs: one whose function cannot be imported is an error, not a missing row
     work = [(claim, check) for claim in claims for check in claim.checks if kinds is None or check.kind in kinds]
     bar = tqdm(total=len(work), disable=None if progress else True, unit="check")
-    records = {claim.id: [] for claim in claims}
+    lines = ClaimProgressLines(len(claims), enabled=progress and not sys.stderr.isatty())
+    done = ctx.cache.setdefault(("builder", "outcomes"), {})
+    checks = {claim.id: [check for c, check in work if c is claim] for claim in claims}
+    records: dict[str, dict] = {}
+
+    def record_finished_claims() -> None:  # a claim is finished once every check it shows has run, here or there
+        for claim in claims:
+            if claim.id not in records and all(_source(c).function in done for c in checks[claim.id]):
+                records[claim.id] = claim_record(claim, [_check_record(c, ctx) for c in checks[claim.id]], ctx.tier)
+                lines.finished(records[claim.id])
+
     parallel = ctx.jobs > 1 and ctx.backend == "joblib" and len(work) > 1
     try:
-        if parallel:  # checks in worker processes; the loop below only assembles their records
+        if parallel:  # checks in worker processes; the loop below finds them done
             bar.set_description(f"{ctx.jobs} workers")
-            _run_parallel(work, ctx, bar)
+            _run_parallel(work, ctx, bar, on_results=record_finished_claims)
         for claim, check in work:
             if not parallel:
                 bar.set_description(f"{claim.id} [{check.kind}]")
-            records[claim.id].append(_check_record(check, ctx))
-            if not parallel:
+                _run_one(_source(check), ctx)  # a check cited by an earlier one has run already
                 bar.update()
+            record_finished_claims()
+        record_finished_claims()  # a claim none of whose checks is of the given kinds
     finally:
         bar.close()
-    return [claim_record(c, records[c.id], ctx.tier) for c in claims]
+    return [records[c.id] for c in claims]
+
+
+class ClaimProgressLines:
+    """Progress where no bar shows (stderr is a log file, a pipe or CI's log): one line on stderr per finished
+    claim, ``[3/24 claims, 41 s] lemma3-strict-dpi: pass``, so that a run of tens of minutes is seen to move."""
+
+    def __init__(self, total: int, *, enabled: bool):
+        self.total, self.enabled = total, enabled
+        self.count, self.start = 0, time.perf_counter()
+
+    def finished(self, record: dict) -> None:
+        self.count += 1
+        if self.enabled:
+            print(f"[{self.count}/{self.total} claims, {time.perf_counter() - self.start:.0f} s] {record['id']}: "
+                  f"{record['verdict']}", file=sys.stderr, flush=True)
 
 
 def _report_context(tier: str, out: Path, *, seed, claims, force, quiet, jobs, backend, scheduler, threads,
@@ -329,7 +360,7 @@ def build_report(tier: str, out_dir, *, seed: int = 0, claims: Iterable[str] | N
             claim_records = run_claims(selected, ctx, progress=not quiet)
             env = environment()
         results = {
-            "tier": tier, "seed": seed, "package_version": _package_version(),
+            "tier": tier, "seed": seed, "package_version": package_version(),
             "units": "nats (natural logs) for every information quantity and loss",
             "started": started.isoformat(timespec="seconds"), "seconds": round(time.perf_counter() - t0, 3),
             "environment": env,
@@ -354,10 +385,3 @@ def torch_threads(n: int):
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def _package_version() -> str:
-    try:
-        return metadata.version("bma-verify")
-    except metadata.PackageNotFoundError:
-        return "unknown"

@@ -5,6 +5,10 @@ verdict ``refuted``, or a replayed instance that refutes a statement of ours) is
 check raised. Every command: 2 on bad input (one line naming the flag or file and what is expected; nothing
 written), 128 + the signal when stopped (130 Ctrl-C, 143 SIGTERM: workers stopped, temporary files removed, one
 line), 141 when the reader of its output has gone (``| head``: quietly, as ``cat`` does).
+
+Start-up is kept short: this module imports the standard library and :mod:`reports.catalog` only, and each command
+imports what it needs (torch, SciPy, SymPy, matplotlib: seconds) once its arguments have been checked, so that
+``--help``, ``--version``, ``check --list`` and a refused argument answer at once.
 """
 from __future__ import annotations
 
@@ -19,89 +23,93 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
-
-from bma_verify.model.ds import train_ds_preset
-from bma_verify.model.presets import train_preset
-from bma_verify.numerics.claim_sweeps import VIOLATION_RTOL
-from bma_verify.reports.builder import build_report, run_claims
-from bma_verify.reports.core import DEVICES, TIERS, CheckContext, jsonable
-from bma_verify.reports.executor import stop_on_signals
-from bma_verify.reports.io import (check_output, destination, load_kernels, read_json, read_vector,
-                                    write_text_atomic)
-from bma_verify.reports.kernel_report import KERNEL_CLAIMS, check_kernel_claims, in_units, table_row, write_table
-from bma_verify.reports.kernel_text import format_kernel_result
-from bma_verify.reports.registry import CLAIM_IDS, CLAIMS, get_claim
-from bma_verify.reports.render import check_label, finding_line, summary_counts, verdict_label
-from bma_verify.reports.replay import EXTENSION_TARGETS
-from bma_verify.reports.search import as_instance, check_instance, run_search
+from bma_verify.reports.catalog import CLAIM_IDS, CLAIM_INDEX, DEVICES, KERNEL_CLAIMS, TIERS, package_version
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "ds", "robustness")
 
 
 # -------------------------------------------------------------------------------------------------- arguments
 
+#: Appended to the help of an option that has a default.
+DEFAULT = " (default %(default)s)"
+
+
 def _check_parser(sub) -> None:
     check = sub.add_parser("check", help="run the checks of some or all claims and print their verdicts "
                                          "(exit status 1 when a claim of the paper fails, 3 when a check raised, "
                                          "2 on bad input; a refuted conjecture of ours exits 0)")
-    check.add_argument("claims", nargs="*", metavar="CLAIM", help=f"claim ids (default: all): {', '.join(CLAIM_IDS)}")
-    check.add_argument("--tier", choices=TIERS, default="quick")
-    check.add_argument("--seed", type=int, default=0)
+    check.add_argument("claims", nargs="*", metavar="CLAIM",
+                       help="claim ids, e.g. lemma3-strict-dpi (default: all; bma-verify check --list lists them)")
+    check.add_argument("--tier", choices=TIERS, default="quick",
+                       help="sizes of the checks: quick (minutes on a laptop) or full (the paper's sizes)" + DEFAULT)
+    check.add_argument("--seed", type=int, default=0,
+                       help="seed of every random draw and training run; the same seed gives the same numbers"
+                            + DEFAULT)
     check.add_argument("--json", action="store_true", help="print results as JSON")
     check.add_argument("--kernel", metavar="PATH",
                        help="your own kernel (.npy, .csv or .json), a .npz of many or a folder of such files: runs the "
                             "kernel claims (lemma3, lemma4, thm2, thm3, thm1 construction) on it")
     check.add_argument("--init", metavar="stationary|FILE", default="stationary",
-                       help="with --kernel: the law μ₀ of x_0 (a .npy/.csv/.json vector), default the stationary law")
+                       help="with --kernel: the law μ₀ of x_0 (a .npy/.csv/.json vector) or the stationary law"
+                            + DEFAULT)
     check.add_argument("--parents", metavar="FILE|LIST",
                        help="with --kernel: one tree, as a file or a comma list like -1,0,0,1 (default: --trees random "
                             "trees of --H positions)")
-    check.add_argument("--trees", type=int, default=20, help="with --kernel: random trees to sweep (default 20)")
-    check.add_argument("--H", type=int, default=6, help="with --kernel: positions per random tree (default 6)")
+    check.add_argument("--trees", type=int, default=20, help="with --kernel: random trees to sweep" + DEFAULT)
+    check.add_argument("--H", type=int, default=6, help="with --kernel: positions per random tree" + DEFAULT)
     check.add_argument("--out", metavar="DIR", help="with --kernel: write kernels.csv and kernels.json (one row per "
                                                     "kernel) here")
     check.add_argument("--force", action="store_true", help="with --out: replace an existing table")
     check.add_argument("--units", choices=("nats", "bits"), default="nats",
-                       help="with --kernel: units of mutual informations and log-likelihood gaps (default nats)")
+                       help="with --kernel: units of mutual informations and log-likelihood gaps" + DEFAULT)
     check.add_argument("--rows", action="store_true", help="with --kernel: print every swept (tree, pair) row")
     check.add_argument("--instance", metavar="FILE", help="re-check a saved counterexample instance (JSON)")
-    check.add_argument("--list", action="store_true", help="list the claim ids and their checks, run nothing")
-    check.add_argument("--quiet", action="store_true")
+    check.add_argument("--list", action="store_true",
+                       help="list the claims (id, kinds of check, what each states), run nothing; with --json: "
+                            "their full statements and checks")
+    check.add_argument("--quiet", action="store_true",
+                       help="no progress bar or progress lines on stderr (the results are printed all the same)")
     check.add_argument("--jobs", type=int, default=1,
                        help="worker processes (joblib, one torch thread each) for the sweeps and for the runs of a "
                             "trained check's seeds, e.g. --jobs 2 for the full tier on 2 cores; every run is seeded, "
-                            "so the numbers do not depend on it (default 1)")
+                            "so the numbers do not depend on it" + DEFAULT)
     _device_arg(check)
     _threads_arg(check)
 
 
 def _train_parser(sub) -> None:
     train = sub.add_parser("train", help="train a model on a preset of the paper's experiments")
-    train.add_argument("--preset", choices=PRESETS, required=True)
-    train.add_argument("--steps", type=int)
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    train.add_argument("--out", metavar="DIR")
-    train.add_argument("--quiet", action="store_true")
+    train.add_argument("--preset", choices=PRESETS, required=True, help="which experiment's model and task")
+    train.add_argument("--steps", type=int, help="training steps (default: the preset's)")
+    train.add_argument("--seed", type=int, default=0, help="seed of the initialisation and the data" + DEFAULT)
+    train.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                       help="where to train; auto: cuda when there is one" + DEFAULT)
+    train.add_argument("--out", metavar="DIR", help="write checkpoints and metrics.json here (default: nothing "
+                                                    "written)")
+    train.add_argument("--quiet", action="store_true", help="no progress bar and no metrics printed")
     train.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     train.add_argument("--force", action="store_true", help="replace a run already in --out")
     train.add_argument("--output", choices=("mixture", "logit"), default="mixture",
                        help="output rule of the structured model (logit: the paper's; mixture: BMA's form); "
-                            "not used by the ds preset")
+                            "not used by the ds preset" + DEFAULT)
     train.add_argument("--tier", choices=TIERS, default="full",
-                       help="preset sizes: full = the paper's, quick = the report's quick tier")
+                       help="preset sizes: full = the paper's, quick = the report's quick tier" + DEFAULT)
     _threads_arg(train)
 
 
 def _report_parser(sub) -> None:
     report = sub.add_parser("report", help="build REPORT.md, report.html, figures/ and results.json")
-    report.add_argument("--tier", choices=TIERS, default="quick")
-    report.add_argument("--out", metavar="DIR", default="reports/latest")
+    report.add_argument("--tier", choices=TIERS, default="quick",
+                        help="sizes of the checks: quick (minutes on a laptop) or full (the paper's sizes)" + DEFAULT)
+    report.add_argument("--out", metavar="DIR", default="reports/latest", help="the report's folder" + DEFAULT)
     report.add_argument("--force", action="store_true", help="replace an existing report folder")
-    report.add_argument("--seed", type=int, default=0)
-    report.add_argument("--quiet", action="store_true")
-    report.add_argument("--claims", nargs="+", metavar="CLAIM", help="only these claims")
+    report.add_argument("--seed", type=int, default=0,
+                        help="seed of every random draw and training run; the same seed gives the same numbers"
+                             + DEFAULT)
+    report.add_argument("--quiet", action="store_true",
+                        help="no progress: neither the bar (on a terminal) nor one line per finished claim "
+                             "(otherwise)")
+    report.add_argument("--claims", nargs="+", metavar="CLAIM", help="only these claims (default: all)")
     _device_arg(report)
     _threads_arg(report)
     _executor_args(report)
@@ -118,15 +126,16 @@ def _search_parser(sub) -> None:
                     "counterexample fails a statement of the paper (Theorem 3's J form, a Lemma 3 ratio reaching 1), "
                     "0 when none is found or it refutes a reading of ours (α = δ(π), the exact π̄ form), 2 on bad "
                     "input. Nothing is written but --out.")
-    search.add_argument("target", choices=("lemma3", "thm3"))
-    search.add_argument("--budget", type=int, default=1000, help="number of examples to try (default 1000)")
-    search.add_argument("--seed", type=int, default=0)
+    search.add_argument("target", choices=("lemma3", "thm3"), help="the statement to search a counterexample to")
+    search.add_argument("--budget", type=int, default=1000, help="number of examples to try" + DEFAULT)
+    search.add_argument("--seed", type=int, default=0, help="seed of the search; the same seed finds the same "
+                                                            "instance" + DEFAULT)
     search.add_argument("--alpha", help="lemma3: the α candidate to test (dobrushin, doeblin, sdpi, ...) or a number")
     search.add_argument("--init", choices=("any", "stationary", "full-support"), default="any",
-                        help="which laws μ₀ of the first token to search over (default any: the stationary law or "
-                             "a drawn one, near point masses included)")
+                        help="which laws μ₀ of the first token to search over (any: the stationary law or a drawn "
+                             "one, near point masses included)" + DEFAULT)
     search.add_argument("--form", choices=("exact", "approximate"), default="exact",
-                        help="thm3: the exact π̄ form or the approximate J (marginal) form")
+                        help="thm3: the exact π̄ form or the approximate J (marginal) form" + DEFAULT)
     search.add_argument("--out", metavar="FILE", help="write the counterexample instance (JSON) here")
     search.add_argument("--json", action="store_true",
                         help="print only the full result as JSON on stdout (every message goes to stderr)")
@@ -138,6 +147,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="bma-verify",
         description="Verify, symbolically, numerically and on trained transformers, the claims of 'How "
                     "Transformers Learn Causal Structures In-Context' (ICLR 2026).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_check_parser, _train_parser, _report_parser, _search_parser):
         add(sub)
@@ -147,20 +157,21 @@ def _parser() -> argparse.ArgumentParser:
 def _device_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=DEVICES, default="cpu",
                    help="where the paper-experiment presets train (exp-fig2 ... exp-robustness; e.g. the full tier's "
-                        "GPT and task-shaped runs on a GPU); other checks use the CPU (default cpu)")
+                        "GPT and task-shaped runs on a GPU); other checks use the CPU" + DEFAULT)
 
 
 def _threads_arg(p: argparse.ArgumentParser) -> None:
     # The models are small: one torch thread is fastest on a shared 2-core machine; more threads pay off only for
     # large presets on a big machine.
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads" + DEFAULT)
 
 
 def _executor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1,
                    help="worker processes (joblib): the report's checks run in parallel, a claim's checks in one "
-                        "worker. With --backend dask: the LocalCluster's workers, which run the sweeps")
-    p.add_argument("--backend", choices=("joblib", "dask"), default="joblib")
+                        "worker. With --backend dask: the LocalCluster's workers, which run the sweeps" + DEFAULT)
+    p.add_argument("--backend", choices=("joblib", "dask"), default="joblib",
+                   help="where the workers run: joblib processes here, or a Dask cluster" + DEFAULT)
     p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")
 
 
@@ -182,17 +193,17 @@ def _check_options(args) -> None:
             raise ValueError(f"--{name} must be {expected}, got {value}")
     for name, kind in OUTPUTS.get(args.command, {}).items():
         if getattr(args, name, None):
+            from bma_verify.reports.io import check_output
             check_output(getattr(args, name), f"--{name}", kind)
 
 
 def main(argv=None) -> int:
     """Run the command; its exit status (see the module docstring). Every refusal is one line on stderr, exit 2."""
     args = _parser().parse_args(_joined_negative_lists(sys.argv[1:] if argv is None else list(argv)))
+    from bma_verify.reports.executor import stop_on_signals  # NumPy and joblib, not torch (a quarter second)
     try:
         with stop_on_signals():  # SIGINT / SIGTERM: workers stopped, then KeyboardInterrupt unwinds the cleanups
             _check_options(args)
-            if getattr(args, "threads", None):
-                torch.set_num_threads(args.threads)
             status = {"check": _check, "train": _train, "report": _report, "search": _search}[args.command](args)
             sys.stdout.flush()  # a reader that has gone shows here rather than at exit
             return status
@@ -207,6 +218,7 @@ def main(argv=None) -> int:
         print(f"bma-verify {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # an output folder that cannot be written, a file that cannot be read
+        from bma_verify.reports.io import destination
         where = f" {destination(exc.filename)}" if exc.filename else ""  # the user's path, not its temporary twin
         print(f"bma-verify {args.command}: error: cannot use{where}: {exc.strerror or exc}; choose a path you can "
               "read and write", file=sys.stderr)
@@ -249,15 +261,23 @@ def _output_closed() -> int:
 
 # ------------------------------------------------------------------------------------------------------ check
 
+def list_lines() -> list[str]:
+    """``check --list``: a header, then one aligned line per claim: its id, its kinds of check and what it states
+    (from :data:`reports.catalog.CLAIM_INDEX`, without importing a claim)."""
+    rows = [("claim", "checks", "states")] + [(e.id, ", ".join(e.kinds), e.short) for e in CLAIM_INDEX]
+    id_width, kinds_width = (max(len(row[column]) for row in rows) for column in (0, 1))
+    return [f"{claim:{id_width}s}  {kinds:{kinds_width}s}  {short}" for claim, kinds, short in rows]
+
+
 def _list_claims(as_json: bool) -> int:
-    if as_json:
+    if as_json:  # the full statements and checks: the claims themselves
+        from bma_verify.reports.registry import CLAIMS
         print(json.dumps([{"id": claim.id, "statement": claim.statement,
                            "checks": [{"kind": c.kind, "reading": c.reading, "function": c.function,
                                        "cites": c.cites, "description": c.description} for c in claim.checks]}
                           for claim in CLAIMS], indent=2, ensure_ascii=False))
         return 0
-    for claim in CLAIMS:
-        print(f"{claim.id:28s} {', '.join(f'{c.kind} ({c.reading})' for c in claim.checks)}")
+    print("\n".join(list_lines() + ["(the precise statements, with each check: bma-verify check --list --json)"]))
     return 0
 
 
@@ -275,6 +295,9 @@ def instance_owner(instance: dict, result: dict) -> str:
     of ours or a number): the paper's lemma itself (some α < 1) fails only when the ratio reaches 1 on a kernel with
     π > 0, the lemma's hypothesis.
     """
+    from bma_verify.numerics.claim_sweeps import VIOLATION_RTOL
+    from bma_verify.reports.replay import EXTENSION_TARGETS
+
     if result["target"] in EXTENSION_TARGETS:  # the DAG extension and footnote 1's mappings: statements of ours
         return "ours"
     if result["target"] == "thm3":
@@ -286,7 +309,11 @@ def instance_owner(instance: dict, result: dict) -> str:
 def _check_instance(args) -> int:
     """``check --instance FILE``: exit 1 only when the instance fails a statement of the paper; a refuted finding of
     ours replays as "refuted finding reproduced" with exit 0."""
+    from bma_verify.reports.io import read_json
+    from bma_verify.reports.search import as_instance, check_instance
+
     data = read_json(args.instance, "--instance")
+    _use_threads(args.threads)
     try:
         instance = as_instance(data)  # an instance, or a finding / search result holding one
         result = check_instance(instance)
@@ -305,14 +332,22 @@ def _check(args) -> int:
         raise ValueError("--device applies to claim checks that train, not to --kernel or --instance")
     if args.instance:
         return _check_instance(args)
-    claims = [get_claim(c) for c in args.claims] if args.claims else list(CLAIMS)
     if args.kernel:
         return _check_kernels(args)
+    unknown = [c for c in args.claims if c not in CLAIM_IDS]
+    if unknown:
+        raise ValueError(f"claim must be one of {', '.join(CLAIM_IDS)}; got {unknown[0]!r}")
     for option in ("out", "parents"):
         if getattr(args, option):
             raise ValueError(f"--{option} applies with --kernel only")
     if args.units != "nats":
         raise ValueError("--units applies with --kernel only (the report and results.json are in nats and say so)")
+    from bma_verify.reports.builder import run_claims
+    from bma_verify.reports.core import CheckContext
+    from bma_verify.reports.registry import CLAIMS, get_claim
+
+    _use_threads(args.threads)
+    claims = [get_claim(c) for c in args.claims] if args.claims else list(CLAIMS)
     with tempfile.TemporaryDirectory() as figures:
         ctx = CheckContext(tier=args.tier, seed=args.seed, figures_dir=Path(figures), quiet=args.quiet or args.json,
                            options={}, device=args.device, jobs=args.jobs)
@@ -328,6 +363,8 @@ def _check(args) -> int:
 
 def _print_records(records: list[dict]) -> None:
     """The table of ``check``: one line per check, then each claim's verdict and findings, then the counts."""
+    from bma_verify.reports.render import check_label, finding_line, summary_counts, verdict_label
+
     print(f"{'claim':28s} {'kind':12s} {'reading':13s} {'verdict':13s} {'control':9s} {'seconds':>8s}  summary")
     for claim in records:
         for check in claim["checks"]:
@@ -351,9 +388,16 @@ def _check_kernels(args) -> int:
     if others:
         raise ValueError(f"--kernel applies to the claims about a kernel ({', '.join(KERNEL_CLAIMS)}); "
                          f"{', '.join(others)} is not one")
+    from bma_verify.reports.io import load_kernels, read_vector
+
     kernels = load_kernels(args.kernel)
     init = None if args.init == "stationary" else read_vector(args.init, "--init")
-    parents = None if args.parents is None else read_vector(args.parents, "--parents")
+    parents = None if args.parents is None else _tree_arg(args.parents)
+    # every input read and checked: now the checks themselves (torch for the Theorem 1 construction)
+    from bma_verify.reports.core import jsonable
+    from bma_verify.reports.kernel_report import check_kernel_claims, in_units, table_row, write_table
+
+    _use_threads(args.threads)
     results = {name: in_units(check_kernel_claims(kernel, claims=claims, init=init, parents=parents,
                                                   trees=args.trees, H=args.H, seed=args.seed), args.units)
                for name, kernel in kernels.items()}
@@ -369,25 +413,27 @@ def _check_kernels(args) -> int:
     return 1 if any(row[c] == "fails" for row in table for c in claims) else 0
 
 
-#: Columns of the batch table left out of the printed table (they are in kernels.csv / kernels.json with --out).
-_UNPRINTED_COLUMNS = ("lemma3_pair", "thm3_position", "thm3_parent", "thm3_gradient_nats")
+def _tree_arg(text: str):
+    """``--parents``: one tree, from a file or a comma list, refused naming the flag and the first wrong entry."""
+    from bma_verify.numerics._validate import check_parents
+    from bma_verify.reports.io import read_vector
+
+    vector = read_vector(text, "--parents")  # a file or list that does not read as numbers is named there
+    try:
+        return check_parents(vector, single=True)
+    except ValueError as exc:
+        raise ValueError(f"--parents {text}: {exc}") from None
 
 
 def _print_kernel_results(results: dict, table: list[dict], *, rows: bool) -> None:
     """Each kernel's facts, verdicts, worst cases and margins (its swept rows with ``rows``), then the batch table."""
+    from bma_verify.reports.kernel_text import format_kernel_result, format_kernel_table
+
     for name, result in results.items():
         print(format_kernel_result(name, result, rows=rows))
         print()
     if len(results) > 1:
-        columns = [c for c in table[0] if c not in _UNPRINTED_COLUMNS]
-        widths = [max(len(c), 10) for c in columns]
-        print("  ".join(f"{c:>{w}s}" for c, w in zip(columns, widths)))
-        for row in table:
-            print("  ".join(f"{row.get(c):>{w}.4g}" if isinstance(row.get(c), float)
-                            else f"{str(row.get(c, '')):>{w}s}" for c, w in zip(columns, widths)))
-        print("(eps = min π, d_eps = d·min π, dobrushin = δ(π), doeblin = 1 − d·min π, lemma3_max_ratio = largest "
-              "I(x_h;x_h')/I(x_h;x_pa): unit-free; gaps in the --units; thm3_margin_nats = E g(pa) − max other E g at "
-              "the worst position, in nats per unit score; the worst pairs, positions and gradients: --out)")
+        print(format_kernel_table(table))
 
 
 def exit_status(records: list[dict]) -> int:
@@ -410,7 +456,18 @@ def _instance_line(result: dict) -> str:
 
 # ------------------------------------------------------------------------------------------- train and report
 
+def _use_threads(threads: int) -> None:
+    """``--threads``: torch's CPU threads, set once the arguments are checked and the work is about to start."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def _train(args) -> int:
+    from bma_verify.model.ds import train_ds_preset
+    from bma_verify.model.presets import train_preset
+
+    _use_threads(args.threads)
     created = args.out is not None and not Path(args.out).exists()
     try:
         if args.preset == "ds":
@@ -431,6 +488,10 @@ def _train(args) -> int:
 
 
 def _report(args) -> int:
+    from bma_verify.reports.builder import build_report
+    from bma_verify.reports.render import summary_counts
+
+    _use_threads(args.threads)
     out = build_report(args.tier, args.out, seed=args.seed, claims=args.claims, force=args.force,
                        quiet=args.quiet, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
                        threads=args.threads, device=args.device)
@@ -467,6 +528,9 @@ def _alpha_arg(text: str | None):
 def _search(args) -> int:
     if args.out and Path(args.out).exists():  # refused before the search, not after it
         raise ValueError(f"--out {args.out} already exists; choose a new file name (an instance is never overwritten)")
+    from bma_verify.reports.io import write_text_atomic
+    from bma_verify.reports.search import run_search
+
     result = run_search(args.target, budget=args.budget, seed=args.seed, alpha=_alpha_arg(args.alpha),
                         init=args.init, form=args.form)
     messages = [result.get("message", "")]

@@ -25,6 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from bma_verify.reports.catalog import DEVICES, TIERS
 from bma_verify.reports.executor import map_tasks
 from bma_verify.reports.regression import REASON_KEY, leaves
 
@@ -35,9 +36,6 @@ RECORD_VERDICTS = VERDICTS + ("error",)
 #: ``refuted``: a finding about our conjecture, never a failure of the paper (not counted as a fail, never exit 1).
 REFUTED = "refuted"
 KINDS = ("symbolic", "exact", "monte-carlo", "model")
-TIERS = ("quick", "full")
-#: where the paper-experiment presets of a check train (``bma-verify check --device``)
-DEVICES = ("cpu", "cuda")
 #: How a check reads its claim (docs/claims.md, "How a verdict is earned"). Only ``as-stated`` and ``reproduction`` checks decide a claim's
 #: verdict; a ``stronger`` check (a sharper statement of ours) yields findings and never fails the paper's claim.
 READINGS = ("as-stated", "stronger", "reproduction")

@@ -1,10 +1,10 @@
 """The ``bma-verify`` console script: stop signals handled from the first instruction.
 
-Importing the command (torch, SciPy, SymPy) takes a second or two. A Ctrl-C or SIGTERM in that time would otherwise
-end in a KeyboardInterrupt traceback (or a silent death by signal); here it ends as every stopped command does: one
-line on stderr and exit 128 + the signal, with nothing written. This module and ``reports.stopping`` import only the
-standard library, so the handlers are in place before anything heavy is imported; ``reports.cli.main`` installs its
-own (which also stop worker processes) around the work itself.
+Until ``reports.cli.main`` installs its own handlers (which also stop worker processes, around the work and the
+heavy imports of each command), a Ctrl-C or SIGTERM would otherwise end in a KeyboardInterrupt traceback (or a
+silent death by signal); here it ends as every stopped command does: one line on stderr and exit 128 + the signal,
+with nothing written. This module and ``reports.stopping`` import only the standard library, so the handlers are in
+place from the first instruction.
 """
 from __future__ import annotations
 

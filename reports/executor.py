@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 from joblib import Parallel, delayed
+from tqdm import std as tqdm_std
 from tqdm.auto import tqdm
 
 from bma_verify.reports.stopping import STOP_SIGNALS, install_stop_handlers
@@ -89,7 +90,7 @@ def map_tasks(fn: Callable[[Any], Any], tasks: Sequence[Any], *, jobs: int = 1, 
     if backend == "joblib":
         if jobs == 1:
             return [fn(t) for t in tqdm(tasks, desc=desc, disable=disable, leave=False)]
-        return list(Parallel(n_jobs=jobs, initializer=ignore_interrupts)(
+        return list(Parallel(n_jobs=jobs, initializer=prepare_worker)(
             delayed(fn)(t) for t in tqdm(tasks, desc=desc, disable=disable, leave=False)))
     return _map_dask(fn, tasks, jobs=jobs, scheduler=scheduler, disable=disable, desc=desc)
 
@@ -180,13 +181,24 @@ def stop_workers(grace: float = STOP_GRACE_S) -> list[int]:
 
 
 def ignore_interrupts(*_) -> None:
-    """Run in each worker as it starts (loky's initializer; Dask's preload hook, :func:`dask_setup`): Ctrl-C reaches
-    the whole process group, and only the main process, which stops the workers, acts on it (a worker would print
-    its traceback or log its cancelled tasks)."""
+    """Run in each worker as it starts (see :func:`prepare_worker`): Ctrl-C reaches the whole process group, and only
+    the main process, which stops the workers, acts on it (a worker would print its traceback or log its cancelled
+    tasks)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-dask_setup = ignore_interrupts  # the name Dask looks for in a preload module (LocalCluster(preload=[__name__]))
+def prepare_worker(*_) -> None:
+    """Run in each worker process as it starts (loky's and the report pool's initializer; Dask's preload hook,
+    :func:`dask_setup`): Ctrl-C is left to the main process (:func:`ignore_interrupts`), and tqdm's lock is a
+    thread lock. tqdm's default lock, made by any bar, even a disabled one, is a multiprocessing lock: a named
+    semaphore that a worker stopped by a signal (:func:`stop_workers`) never releases, and that multiprocessing's
+    resource tracker then reports as leaked after the command's last line. A worker shows no bar, so it needs no
+    lock shared across processes."""
+    ignore_interrupts()
+    tqdm_std.tqdm.set_lock(threading.RLock())  # on the base class: tqdm.auto's bars and tqdm's own share it
+
+
+dask_setup = prepare_worker  # the name Dask looks for in a preload module (LocalCluster(preload=[__name__]))
 
 
 @contextlib.contextmanager

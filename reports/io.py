@@ -37,16 +37,21 @@ def read_json(path, option: str):
 
 
 def _load_npy(path: Path, option: str) -> np.ndarray:
-    """The array of a .npy file; pickled Python objects are refused (loading them can run code)."""
+    """The array of a .npy file; pickled Python objects are refused (loading them can run code), and an empty,
+    foreign or cut-short file is named as such (NumPy says EOFError or a message about its internals)."""
+    with path.open("rb") as f:
+        magic = f.read(6)
+    if not magic:
+        raise ValueError(f"{option} file {path} is empty (0 bytes); write the array with numpy.save(path, K)")
+    if magic != b"\x93NUMPY":
+        raise ValueError(f"{option} file {path} is not a NumPy .npy file; write it with numpy.save")
     try:
         return np.load(path, allow_pickle=False)
-    except ValueError:
-        with path.open("rb") as f:
-            is_npy = f.read(6) == b"\x93NUMPY"
-        if is_npy:
+    except (ValueError, EOFError) as exc:
+        if "allow_pickle" in str(exc):
             raise ValueError(f"{option} file {path} holds pickled Python objects (an object array), which are not "
                              "loaded; save a numeric array: numpy.save(path, numpy.asarray(K, dtype=float))") from None
-        raise ValueError(f"{option} file {path} is not a NumPy .npy file; write it with numpy.save") from None
+        raise ValueError(f"{option} file {path} is cut short or damaged; write it again with numpy.save") from None
 
 
 def _npz_kernels(path: Path) -> dict[str, np.ndarray]:
@@ -71,25 +76,61 @@ def _npz_kernels(path: Path) -> dict[str, np.ndarray]:
     return kernels
 
 
+#: What a .csv or .json kernel must hold, in the words of every refusal.
+KERNEL_ROWS = "a d×d list of numbers (row i holds π(· | i))"
+
+
+def _what_it_holds(rows) -> str:
+    """What a kernel file holds instead of rows, in a few words."""
+    if isinstance(rows, dict):
+        return f"an object with keys {', '.join(map(repr, list(rows)[:4]))}"
+    if isinstance(rows, list):
+        return "no rows" if not rows else "a list whose entries are not all rows (lists)"
+    return f"the single value {rows!r:.40}"
+
+
+def _number_rows(rows, where: str) -> np.ndarray:
+    """``rows``, a list of equal-length lists of numbers (parsed from a .csv or .json kernel), as an array; anything
+    else is refused naming the first row or entry that is wrong."""
+    if not isinstance(rows, list) or not rows or not all(isinstance(row, list) for row in rows):
+        raise ValueError(f"{where}: expected {KERNEL_ROWS}, got {_what_it_holds(rows)}")
+    for i, row in enumerate(rows, start=1):
+        if len(row) != len(rows[0]):
+            raise ValueError(f"{where}: expected {KERNEL_ROWS}; row {i} has {len(row)} entries where row 1 has "
+                             f"{len(rows[0])}")
+        for j, entry in enumerate(row, start=1):
+            if isinstance(entry, bool) or not isinstance(entry, (int, float)):
+                raise ValueError(f"{where}: expected {KERNEL_ROWS}; row {i}, entry {j} is {entry!r:.40}, not a number")
+    return np.asarray(rows, dtype=float)
+
+
+def _csv_rows(path: Path) -> list[list]:
+    """The rows of a comma-separated file, each entry a float where it reads as one (blank lines skipped)."""
+    try:
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+    except UnicodeDecodeError:
+        raise ValueError(f"--kernel file {path} is not text; write one row of π per line, comma-separated") from None
+
+    def number(text: str):
+        try:
+            return float(text)
+        except ValueError:
+            return text.strip()  # left as text, for the refusal to quote
+
+    return [[number(field) for field in line.split(",")] for line in lines]
+
+
 def _kernel_array(path: Path) -> np.ndarray:
     """The raw array of a .npy, .csv (comma-separated rows) or .json (rows, or {"kernel": rows}) file."""
     suffix = path.suffix.lower()
     if suffix == ".npy":
         return _load_npy(path, "--kernel")
     if suffix == ".csv":
-        try:
-            return np.loadtxt(path, delimiter=",", ndmin=2)
-        except ValueError as exc:
-            raise ValueError(f"--kernel file {path}: not a CSV of numbers ({str(exc).splitlines()[0]}); write one "
-                             "row of π per line, comma-separated, with no header") from None
+        return _number_rows(_csv_rows(path), f"--kernel file {path} (one row per line, comma-separated, no header)")
     if suffix == ".json":
         data = read_json(path, "--kernel")
-        rows = data.get("kernel") if isinstance(data, dict) else data
-        try:
-            return np.asarray(rows, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"--kernel file {path}: expected a list of equal-length rows of numbers (or "
-                             '{"kernel": rows}), got ragged or non-numeric rows') from None
+        rows = data["kernel"] if isinstance(data, dict) and "kernel" in data else data
+        return _number_rows(rows, f'--kernel file {path} (rows, or {{"kernel": rows}})')
     raise ValueError(f"--kernel must be a .npy, .csv or .json file (or a .npz of many), got {path}")
 
 

@@ -42,13 +42,11 @@ from bma_verify.numerics.large_kernels import (MAX_BYTES, MAX_OPERATIONS, MONTE_
                                                dobrushin_coefficient_blocked, exact_form_decision,
                                                exact_form_gradients, j_form_gradients, kernel_powers,
                                                monte_carlo_samples, tree_pair_table)
+from bma_verify.reports.catalog import KERNEL_CLAIMS  # the claims about a kernel, named without this module
 from bma_verify.reports.core import jsonable
 from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.search import replayable_kernel_findings
 
-#: The claims that are statements about a kernel, in report order.
-KERNEL_CLAIMS = ("lemma3-strict-dpi", "lemma4-loglik-gap", "thm2-consistency", "thm3-init-gradient",
-                 "thm1-construction")
 PAIR_CLAIMS = ("lemma3-strict-dpi", "lemma4-loglik-gap", "thm2-consistency")
 #: Theorem 2: the L at which Hoeffding's bound falls to this error probability.
 THM2_TARGET_ERROR = 0.05
@@ -269,9 +267,9 @@ def _checked_inputs(kernel, claims, init, parents, trees, H):
     if unknown:
         raise ValueError(f"--kernel applies to the kernel claims {', '.join(KERNEL_CLAIMS)}; got {', '.join(unknown)}")
     if parents is not None:
-        parents = check_parents(parents, name="parents (from --parents)", single=True)
+        parents = check_parents(parents, name="parents", single=True)
     if init is not None:
-        init = check_init(init, kernel.shape[0], name="init (from --init)")
+        init = check_init(init, kernel.shape[0], name="init")
     if isinstance(trees, bool) or not isinstance(trees, int) or trees < 1:
         raise ValueError(f"trees (--trees) must be an integer >= 1, got {trees!r}")
     if isinstance(H, bool) or not isinstance(H, int) or H < 3:
@@ -386,7 +384,8 @@ def where_text(where: dict) -> str:
 
 def table_row(name: str, result: dict) -> dict:
     """One row of the batch table (kernels.csv / kernels.json): the kernel's facts, each claim's verdict and its
-    numbers (Lemma 3: largest ratio and its pair; Theorem 3: margin, gradients and parent at the worst position)."""
+    numbers (Lemma 3: largest ratio and its pair; Theorem 3: margin, gradients (a list) and parent at the worst
+    position)."""
     f, unit = result["facts"], result.get("units", "nats")
     row = {"kernel": name, "d": f["d"], "eps": f["eps"], "d_eps": f["d_eps"], "dobrushin": f["dobrushin"],
            "doeblin": f["doeblin"]}
@@ -403,7 +402,7 @@ def table_row(name: str, result: dict) -> dict:
             row.update(thm3_margin_nats=worst["margin"] if worst else float("nan"),
                        thm3_position=where_text({k: worst["where"][k] for k in ("tree", "h")}) if worst else "",
                        thm3_parent=worst["where"]["parent"] if worst else "",
-                       thm3_gradient_nats=json.dumps(worst["value"]) if worst else "")
+                       thm3_gradient_nats=worst["value"] if worst else None)
         elif claim == "thm1-construction":
             row["thm1_attention_error"] = r.get("attention_error", float("nan"))
     return row
@@ -417,7 +416,8 @@ def write_table(rows: list[dict], out_dir, *, force: bool = False) -> list[Path]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    # a list (Theorem 3's gradients) is one JSON array in its cell; kernels.json keeps it an array
+    writer.writerows({k: json.dumps(v) if isinstance(v, list) else v for k, v in row.items()} for row in rows)
     paths = [out_dir / "kernels.csv", out_dir / "kernels.json"]
     existing = [p for p in paths if p.exists()]
     if existing and not force:

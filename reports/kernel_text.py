@@ -1,8 +1,12 @@
 """The text of ``bma-verify check --kernel``: per kernel its facts and tie tolerances, then per claim the verdict, the
 method, the worst case and its margin (each with what it is and its units), and every swept row with ``--rows``.
-The results themselves come from :func:`reports.kernel_report.check_kernel_claims`.
+The results themselves come from :func:`reports.kernel_report.check_kernel_claims`; with many kernels a table of one
+line per kernel follows (:func:`format_kernel_table`, the printed part of ``kernels.csv``).
 """
 from __future__ import annotations
+
+import math
+import textwrap
 
 from bma_verify.numerics.claim_sweeps import MI_FLOOR, TIE_ATOL
 from bma_verify.reports.kernel_report import THM2_TARGET_ERROR, TIE_TOLERANCE, where_text
@@ -85,3 +89,50 @@ def format_kernel_result(name: str, result: dict, *, rows: bool = False) -> str:
         if rows:
             lines += _row_lines(claim, r, unit)
     return "\n".join(lines)
+
+
+#: Width of the printed batch table: a terminal's, with room to spare.
+TABLE_WIDTH = 100
+#: Verdicts as the table shows them: a failure stands out.
+SHORT_VERDICTS = {"holds": "holds", "fails": "FAILS", "not applicable": "n/a"}
+#: The claims' columns of the table: (claim, its header, the number shown after its verdict, that number's header).
+TABLE_CLAIMS = (("lemma3-strict-dpi", "lemma3", "lemma3_max_ratio", "ratio"), ("lemma4-loglik-gap", "lemma4", None, ""),
+                ("thm2-consistency", "thm2", None, ""), ("thm3-init-gradient", "thm3", "thm3_margin_nats", "margin"),
+                ("thm1-construction", "thm1", None, ""))
+TABLE_NOTE = ("min π = ε; δ(π) = the Dobrushin coefficient; ratio = the largest I(x_h; x_h')/I(x_h; x_pa) (unit-free); "
+              "margin = E g(pa) − max other E g at the worst position (nats per unit score); n/a: not applicable (see "
+              "above). Every number, worst pair and gradient: --out (kernels.csv, kernels.json).")
+
+
+def _number_text(value) -> str:
+    return "-" if not isinstance(value, float) or math.isnan(value) else f"{value:.4g}"
+
+
+def _table_columns(table: list[dict]) -> list[tuple[str, list[str]]]:
+    """(header, cells) of the printed columns: the kernel, its facts, and per claim of the table its verdict (and
+    its one number for Lemma 3 and Theorem 3)."""
+    columns = [("kernel", [row["kernel"] for row in table]), ("d", [str(row["d"]) for row in table]),
+               ("min π", [_number_text(row["eps"]) for row in table]),
+               ("δ(π)", [_number_text(row["dobrushin"]) for row in table])]
+    for claim, header, number, number_header in TABLE_CLAIMS:
+        if claim in table[0]:
+            columns.append((header, [SHORT_VERDICTS.get(row[claim], row[claim]) for row in table]))
+            if number:
+                columns.append((number_header, [_number_text(row[number]) for row in table]))
+    return columns
+
+
+def format_kernel_table(table: list[dict], width: int = TABLE_WIDTH) -> str:
+    """The batch table of :func:`reports.kernel_report.table_row` rows, one line per kernel, within ``width``
+    columns: kernel names too long for it are cut (marked …), the note below is wrapped."""
+    columns = _table_columns(table)
+    widths = [max(len(header), *(len(cell) for cell in cells)) for header, cells in columns]
+    widths[0] = max(len("kernel"), min(widths[0], width - sum(widths[1:]) - 2 * (len(widths) - 1)))
+
+    def line(cells: list[str]) -> str:
+        name = cells[0] if len(cells[0]) <= widths[0] else cells[0][:widths[0] - 1] + "…"
+        return "  ".join([f"{name:{widths[0]}s}"] + [f"{c:>{w}s}" for c, w in zip(cells[1:], widths[1:])])
+
+    lines = [line([header for header, _ in columns])]
+    lines += [line([cells[i] for _, cells in columns]) for i in range(len(table))]
+    return "\n".join(lines + textwrap.wrap(TABLE_NOTE, width, break_on_hyphens=False))

@@ -4,12 +4,16 @@ test_report_render): each returns a fixed outcome, so a test reads what the buil
 They live in an importable module (not a test file) because ``--jobs`` workers import checks by module name.
 """
 import os
+import time
 
 import matplotlib.pyplot as plt
 import pytest
+from tqdm import tqdm
+from tqdm.auto import tqdm as auto_tqdm
 
 import bma_verify.reports.builder as builder
 from bma_verify.reports import cli
+from bma_verify.reports import registry as claim_registry
 from bma_verify.reports.core import CheckOutcome, Control
 from bma_verify.reports.registry import Check, Claim
 
@@ -77,6 +81,21 @@ def interrupting_check(ctx):
     raise KeyboardInterrupt
 
 
+def bar_then_wait_check(ctx):
+    """Makes silent progress bars of tqdm and of tqdm.auto, as the sweeps and training loops in a ``--jobs`` worker
+    do (tqdm then holds a lock), writes its pid to $BMA_TEST_STARTED and waits to be stopped."""
+    for bar in (tqdm, auto_tqdm):
+        for _ in bar(range(1), disable=True):
+            pass
+    with open(os.environ["BMA_TEST_STARTED"], "a") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(120)
+
+
+def bar_then_wait_check_2(ctx):  # a second function: --jobs runs each function once, in one worker
+    return bar_then_wait_check(ctx)
+
+
 GOOD = Claim("good", "paper", "statement", (Check("exact", passing_check, "d"),))
 BAD = Claim("bad", "paper", "statement", (Check("exact", passing_check, "d"),
                                           Check("monte-carlo", failing_check, "d")))
@@ -100,10 +119,12 @@ def registry(monkeypatch):
 
 @pytest.fixture
 def beyond_registry(monkeypatch):
-    """The builder and the command see only GOOD, OURS and PAPER_BEYOND."""
+    """The builder and the command see only GOOD, OURS and PAPER_BEYOND (the command imports the registry's
+    claims when it runs them, and checks the ids it is given against the catalog's)."""
     claims = (GOOD, OURS, PAPER_BEYOND)
     by_id = {c.id: c for c in claims}
-    for module in (builder, cli):
+    for module in (builder, claim_registry):
         monkeypatch.setattr(module, "CLAIMS", claims)
         monkeypatch.setattr(module, "get_claim", by_id.__getitem__)
+    monkeypatch.setattr(cli, "CLAIM_IDS", tuple(by_id))
     return claims

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ import torch
 
 from bma_verify.model._common import prepare_run_dir
 from bma_verify.numerics.atomic import destination, temporary_sibling, write_atomic
-from bma_verify.reports import cli
+from bma_verify.reports import cli, search
 from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
 from bma_verify.reports.stopping import Interrupted
 from tests.report_stand_ins import beyond_registry  # noqa: F401 (a fixture)
@@ -94,7 +95,7 @@ def test_an_instance_that_fails_a_statement_of_the_paper_still_exits_1(tmp_path,
     thm3 = dict(next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3"), form="approximate")
     path = tmp_path / "paper.json"
     path.write_text(json.dumps(thm3))
-    monkeypatch.setattr(cli, "check_instance", lambda instance: {"target": "thm3", "form": "approximate",
+    monkeypatch.setattr(search, "check_instance", lambda instance: {"target": "thm3", "form": "approximate",
                                                                  "verdict": "fail", "holds": False, "summary": "s"})
     assert cli.main(["check", "--instance", str(path)]) == 1
     assert capsys.readouterr().out == "thm3: fail — s\n"
@@ -155,6 +156,33 @@ def test_user_input_errors_are_one_line_and_exit_2(tmp_path, capsys):
         assert str(tmp_path) in err, (name, err)
 
 
+#: A .csv or .json kernel that is not rows of numbers -> what the refusal says (NumPy's words must not show through).
+NOT_ROWS_OF_NUMBERS = {
+    "object.json": ('{"a": 1}', "expected a d×d list of numbers (row i holds π(· | i)), got an object with keys 'a'"),
+    "one-row.json": ("[0.5, 0.5]", "got a list whose entries are not all rows"),
+    "null.json": ("[[0.5, null], [0.5, 0.5]]", "row 1, entry 2 is None, not a number"),
+    "empty.csv": ("", "expected a d×d list of numbers (row i holds π(· | i)), got no rows"),
+    "blank.csv": ("\n\n", "got no rows"),
+    "ragged.csv": ("0.5,0.5\n0.2,0.3,0.5\n", "row 2 has 3 entries where row 1 has 2"),
+    "header.csv": ("a,b\n0.5,0.5\n0.5,0.5\n", "row 1, entry 1 is 'a', not a number"),
+}
+
+
+@pytest.mark.parametrize("name", NOT_ROWS_OF_NUMBERS)
+def test_a_kernel_file_that_is_not_rows_of_numbers_is_refused_in_the_packages_own_words(name, tmp_path, capsys):
+    # Reference: the format the README gives for --kernel (.csv: one row of π per line; .json: rows or
+    # {"kernel": rows}). Before: '{"a": 1}' read as NaN ("found NaN or inf"), an empty or ragged .csv leaked NumPy's
+    # warning and its advice ("use usecols").
+    text, expected = NOT_ROWS_OF_NUMBERS[name]
+    (tmp_path / name).write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a NumPy warning on the way fails the test
+        assert cli.main(["check", "--kernel", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"bma-verify check: error: --kernel file {tmp_path / name}"), err
+    assert expected in err and "NaN" not in err and "usecols" not in err, err
+
+
 def test_unwritable_report_folder_is_one_line_and_exit_2(tmp_path, capsys):
     # a folder that cannot be created (its parent is a file; permission bits do not stop root) must give one
     # line naming the path, not an OSError traceback, and must not start any check
@@ -189,6 +217,8 @@ def _bad_inputs(tmp_path):
     np.save(tmp_path / "pickled.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     np.savez(tmp_path / "pickled.npz", K=good, bad=np.array([{"a": 1}], dtype=object))
     (tmp_path / "notnpy.npy").write_text("not numpy")
+    (tmp_path / "empty.npy").write_bytes(b"")
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "K.npy").read_bytes()[:-8])  # a copy that stopped mid-write
     (tmp_path / "notzip.npz").write_text("not a zip")
     (tmp_path / "folder").mkdir()
     np.save(tmp_path / "folder" / "good.npy", good)
@@ -201,6 +231,10 @@ BAD_INPUTS = {
     "pickled npy": (["check", "--kernel", "{t}/pickled.npy", "--out", "{t}/out"], ["pickled.npy", "pickled"]),
     "pickled array in npz": (["check", "--kernel", "{t}/pickled.npz"], ["pickled.npz", "'bad'", "pickled"]),
     "npy that is not numpy": (["check", "--kernel", "{t}/notnpy.npy"], ["notnpy.npy", "not a NumPy .npy"]),
+    "empty npy": (["check", "--kernel", "{t}/empty.npy"], ["--kernel file", "empty.npy", "is empty"]),
+    "cut-short npy": (["check", "--kernel", "{t}/cut.npy"], ["--kernel file", "cut.npy", "cut short"]),
+    "init from an empty npy": (["check", "--kernel", "{t}/K.npy", "--init", "{t}/empty.npy"],
+                               ["--init file", "empty.npy", "is empty"]),
     "npz that is not a zip": (["check", "--kernel", "{t}/notzip.npz"], ["notzip.npz", "not a .npz"]),
     "folder with one bad kernel": (["check", "--kernel", "{t}/folder", "--out", "{t}/out"],
                                    ["folder/bad.npy", "row-stochastic"]),
@@ -220,6 +254,12 @@ BAD_INPUTS = {
     "report --out an existing file": (["report", "--out", "{t}/K.npy"], ["--out", "K.npy is a file"]),
     "train --out an existing file": (["train", "--preset", "fig2", "--out", "{t}/K.npy"], ["--out", "is a file"]),
     "search --out an existing folder": (["search", "lemma3", "--out", "{t}/folder"], ["--out", "is a folder"]),
+    "parent after its child": (["check", "--kernel", "{t}/K.npy", "--parents=-1,5"],
+                               ["--parents -1,5: parents[1] = 5 must be < 1"]),
+    "negative parent": (["check", "--kernel", "{t}/K.npy", "--parents", "-1,0,-2"],
+                        ["--parents -1,0,-2: parents[2] = -2 must be >= 0"]),
+    "root with a parent": (["check", "--kernel", "{t}/K.npy", "--parents", "0,0,1"],
+                           ["--parents 0,0,1: parents[0] = 0 must be -1"]),
     "parents from a missing file": (["check", "--kernel", "{t}/K.npy", "--parents", "{t}/tree.txt"],
                                     ["--parents file", "tree.txt", "does not exist"]),
     "init from a missing file": (["check", "--kernel", "{t}/K.npy", "--init", "{t}/mu0.json"],

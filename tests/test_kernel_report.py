@@ -1,4 +1,5 @@
 """`bma-verify check --kernel`: the kernel claims on a user's own kernel (reports.kernel_report)."""
+import csv
 import json
 import math
 import tracemalloc
@@ -236,7 +237,33 @@ def test_the_kernel_table_carries_the_worst_numbers(tmp_path):
                                       f"pa = {pairs['parent'][best]}")
         h = int(row["thm3_position"].split("h = ")[1])
         gradient = nm.approximate_init_gradient(kernel, parents, h)
-        assert json.loads(row["thm3_gradient_nats"]) == pytest.approx(gradient.tolist(), abs=1e-12)
+        assert row["thm3_gradient_nats"] == pytest.approx(gradient.tolist(), abs=1e-12)  # a JSON array
         assert row["thm3_parent"] == parents[h]
         assert row["thm3_margin_nats"] == pytest.approx(gradient[parents[h]] - np.delete(gradient, parents[h]).max(),
                                                         abs=1e-12)
+
+
+def test_a_batch_prints_a_table_within_100_columns_and_its_json_keeps_gradients_as_arrays(tmp_path, capsys):
+    # long kernel names and every kernel claim: the widest table there is; a kernel with a zero entry shows n/a
+    rng = np.random.default_rng(3)
+    kernels = {f"a_kernel_with_a_long_name_from_some_experiment_{i}": nm.random_kernel(3, eps=0.01, rng=rng)
+               for i in range(2)}
+    kernels["zero"] = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.3, 0.3, 0.4]])
+    np.savez(tmp_path / "many.npz", **kernels)
+    args = ["check", "--kernel", str(tmp_path / "many.npz"), "--trees", "1", "--H", "4"]
+    assert cli.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if line.split()[:2] == ["kernel", "d"]):]
+    assert max(len(line) for line in table) <= 100, table
+    assert table[0].split() == ["kernel", "d", "min", "π", "δ(π)", "lemma3", "ratio", "lemma4", "thm2", "thm3",
+                                "margin", "thm1"]
+    assert table[3].split()[:2] == ["zero", "3"] and table[3].split()[4] == "n/a"  # lemma3 needs π ≥ ε > 0
+    assert cli.main(args + ["--json", "--out", str(tmp_path / "out")]) == 0
+    rows = json.loads(capsys.readouterr().out)["table"]
+    for row in rows:  # the gradients E g(h'), h' = 0..h−1, at Theorem 3's worst position: an array of numbers
+        assert isinstance(row["thm3_gradient_nats"], list) and len(row["thm3_gradient_nats"]) >= 2
+        assert all(isinstance(g, float) for g in row["thm3_gradient_nats"])
+    assert json.loads((tmp_path / "out" / "kernels.json").read_text()) == rows
+    with (tmp_path / "out" / "kernels.csv").open() as f:  # in the CSV, the same array as one JSON cell
+        assert [json.loads(r["thm3_gradient_nats"]) for r in csv.DictReader(f)] == [r["thm3_gradient_nats"]
+                                                                                    for r in rows]

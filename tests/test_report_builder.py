@@ -114,8 +114,8 @@ def test_bad_arguments_are_refused_before_any_check_runs(tmp_path, capsys, monke
 class _InProcess(concurrent.futures.ThreadPoolExecutor):
     """--jobs' process pool, run in threads of this process (so that a monkeypatched CUDA holds in them)."""
 
-    def __init__(self, max_workers, mp_context=None):
-        super().__init__(max_workers)
+    def __init__(self, max_workers, mp_context=None, initializer=None):
+        super().__init__(max_workers)  # no initializer: it prepares a worker process (signals), not a thread
 
 
 def test_report_device_reaches_every_worker_and_is_recorded(tmp_path, monkeypatch):

@@ -228,3 +228,39 @@ def test_a_signal_while_the_command_is_still_importing_ends_in_one_line(signum, 
     assert proc.returncode == status, err
     assert err.strip().splitlines() == [f"bma-verify check: stopped by {signal.Signals(signum).name} while starting; "
                                         "nothing written"], err
+
+
+#: Two stand-in claims whose checks, in two ``--jobs`` workers, make a progress bar and wait; stopped as a command
+#: stops (its exit status, one line).
+WORKERS_WITH_BARS = """
+import sys
+from pathlib import Path
+from bma_verify.reports.builder import run_claims
+from bma_verify.reports.claim import Check, Claim
+from bma_verify.reports.core import CheckContext
+from bma_verify.reports.executor import stop_on_signals
+from tests.report_stand_ins import bar_then_wait_check, bar_then_wait_check_2
+claims = [Claim("wait-a", "p", "s", (Check("exact", bar_then_wait_check, "d"),)),
+          Claim("wait-b", "p", "s", (Check("exact", bar_then_wait_check_2, "d"),))]
+try:
+    with stop_on_signals():
+        run_claims(claims, CheckContext(tier="quick", seed=0, figures_dir=Path(sys.argv[1]), jobs=2))
+except KeyboardInterrupt as exc:
+    print("stopped", file=sys.stderr)
+    sys.exit(128 + exc.signum)
+"""
+
+
+@pytest.mark.parametrize("signum, group, status", [(signal.SIGTERM, False, 143), (signal.SIGINT, True, 130)],
+                         ids=["SIGTERM", "Ctrl-C"])
+def test_stopped_workers_leave_no_leaked_semaphore_warning_after_the_one_line(signum, group, status, tmp_path):
+    # a worker's progress bar made tqdm create a multiprocessing lock (a named semaphore); a worker stopped by a
+    # signal never released it, and multiprocessing's resource tracker warned about it after the command's line
+    started = tmp_path / "started"
+    env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp_path), BMA_TEST_STARTED=str(started))
+    proc = subprocess.Popen([sys.executable, "-c", WORKERS_WITH_BARS, str(tmp_path / "figures")], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=_as_from_a_terminal)
+    _wait_for(lambda: started.exists() and len(started.read_text().split()) == 2, proc)
+    err, seconds = _stop(proc, signum, group=group)
+    assert (proc.returncode, err) == (status, "stopped\n") and seconds < 15

@@ -1,8 +1,11 @@
 """Bad input raises ValueError naming the argument (every public function of numerics)."""
+import re
+
 import numpy as np
 import pytest
 
 from bma_verify import numerics as nm
+from bma_verify.numerics._validate import check_parents
 
 RNG = np.random.default_rng(0)
 K = np.array([[0.7, 0.3], [0.4, 0.6]])
@@ -48,3 +51,14 @@ BAD = [
 def test_bad_input_raises_value_error_naming_the_argument(argument, call):
     with pytest.raises(ValueError, match=rf"\b{argument}\b"):
         call()
+
+
+@pytest.mark.parametrize("parents, message", [
+    ([-1, 5], "parents[1] = 5 must be < 1"),
+    ([-1, 0, -3], "parents[2] = -3 must be >= 0"),
+    ([2, 0, 1], "parents[0] = 2 must be -1"),
+    ([[-1, 0, 1], [-1, 0, 2]], "parents[1, 2] = 2 must be < 2"),  # a batch of trees: the tree, then the position
+])
+def test_a_bad_tree_is_refused_naming_the_first_wrong_position_and_its_value(parents, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_parents(np.array(parents))

@@ -1,0 +1,108 @@
+"""The command starts at once: ``--help``, ``--version``, ``check --list`` and a refused argument import neither torch
+nor SymPy, SciPy or matplotlib (seconds), each command importing what it needs once its arguments are checked; and
+its help documents every option with its default. Import times are measured by ``make bench``, not here: a test
+looks at which modules a start-up imported (``sys.modules``), which no load on the machine changes."""
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bma_verify.reports import cli
+
+HEAVY = ("torch", "sympy", "scipy", "matplotlib")
+
+#: Runs the console script's entry in a fresh interpreter and reports, as its last stderr line, the heavy packages
+#: it imported.
+PROBE = """
+import sys
+from bma_verify.reports.entry import main
+try:
+    status = main(sys.argv[1:])
+except SystemExit as exc:
+    status = exc.code
+print("imported:" + ",".join(m for m in %r if m in sys.modules), file=sys.stderr)
+sys.exit(status)
+""" % (HEAVY,)
+
+
+def _imported(argv: list[str]) -> tuple[int, set[str], str]:
+    """(exit status, heavy packages imported, stdout) of ``bma-verify ARGV``."""
+    run = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=120)
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("imported:"), run.stderr
+    return run.returncode, set(filter(None, last.removeprefix("imported:").split(","))), run.stdout
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["check", "--help"], ["report", "--help"],
+                                  ["check", "--list"], ["check", "no-such-claim"], ["report", "--jobs", "0"]],
+                         ids=" ".join)
+def test_help_version_list_and_a_refused_argument_import_no_heavy_package(argv):
+    status, heavy, _ = _imported(argv)
+    assert status in (0, 2) and heavy == set()
+
+
+def test_a_refused_kernel_file_or_tree_imports_neither_torch_nor_sympy_nor_matplotlib(tmp_path):
+    # the kernel's own checks are SciPy's (numerics), and only they are imported before the refusal
+    (tmp_path / "empty.npy").write_bytes(b"")
+    np.save(tmp_path / "K.npy", np.array([[0.9, 0.1], [0.3, 0.7]]))
+    for argv in (["check", "--kernel", str(tmp_path / "empty.npy")],
+                 ["check", "--kernel", str(tmp_path / "K.npy"), "--parents=-1,5"]):
+        status, heavy, _ = _imported(argv)
+        assert status == 2 and heavy <= {"scipy"}, (argv, heavy)
+
+
+def test_the_probe_sees_a_command_that_imports_the_claims():
+    # the control: the full listing reads the claims themselves, which import every heavy package
+    status, heavy, out = _imported(["check", "--list", "--json"])
+    assert status == 0 and heavy == set(HEAVY) and '"statement"' in out
+
+
+def test_version_prints_the_installed_version(capsys):
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out == f"bma-verify {metadata.version('bma-verify')}\n"
+
+
+def _option_entries(help_text: str) -> dict[str, str]:
+    """{option: its help text (flattened)} from argparse's help: an entry starts with '  -' and continues on lines
+    indented further."""
+    entries, current = {}, None
+    for line in help_text.splitlines():
+        if re.match(r"  -", line):
+            current = line.split()[0].rstrip(",")
+            entries[current] = line
+        elif current and re.match(r"\s{3,}\S", line):
+            entries[current] += " " + line.strip()
+        else:
+            current = None
+    return {option: " ".join(text.split()) for option, text in entries.items()}
+
+
+#: check's options with a default, and how the help must show it.
+CHECK_DEFAULTS = {"--tier": "quick", "--seed": "0", "--init": "stationary", "--trees": "20", "--H": "6",
+                  "--units": "nats", "--jobs": "1", "--device": "cpu", "--threads": "1"}
+
+
+def test_check_help_documents_every_option_and_shows_each_default(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["check", "--help"])
+    entries = _option_entries(capsys.readouterr().out)
+    assert {"--tier", "--seed", "--quiet", "--list", "--kernel"} <= set(entries)
+    for option, default in CHECK_DEFAULTS.items():
+        assert f"(default {default})" in entries[option], entries[option]
+
+
+@pytest.mark.parametrize("command", ["check", "train", "report", "search"])
+def test_every_option_of_every_command_has_help_text(command, capsys):
+    argv = [command, "--help"]
+    with pytest.raises(SystemExit):
+        cli.main(argv)
+    entries = _option_entries(capsys.readouterr().out)
+    signature = re.compile(r"^(-[-\w]+( [A-Z_|{}.,\w-]+)?(, )?)+")  # the option and its metavar or choices
+    undocumented = [option for option, text in entries.items() if option != "-h"
+                    and not signature.sub("", text).strip()]
+    assert undocumented == []
