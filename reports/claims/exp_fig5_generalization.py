@@ -459,12 +459,14 @@ def _tables(g: dict, d: dict) -> list[Table]:
 
 def _assumptions(g: dict, d: dict) -> list[str]:
     readings = d["counts"]
-    def testable(name: str) -> str:
-        return "" if name in d["testable"] else " (not testable: its ideal reader fails the rule, so it never decides)"
+    def outcome(name: str) -> str:  # the last ': ' segment is what the summary table shows of a reading
+        word = _reading_word(readings[name]["verdict"])
+        return word if name in d["testable"] else (f"not testable (its ideal reader fails the rule, so it never "
+                                                   f"decides), measured {word}")
 
-    return [f"{FIG5_READING}{testable('R1')}: {_reading_word(readings['R1']['verdict'])}",
-            *([f"{FIG5_READING_R2}{testable('R2')}: {_reading_word(readings['R2']['verdict'])}"] if g["r2"] else []),
-            f"{FIG5_READING_R3}{testable('R3')}: {_reading_word(readings['R3']['verdict'])}",
+    return [f"{FIG5_READING}: {outcome('R1')}",
+            *([f"{FIG5_READING_R2}: {outcome('R2')}"] if g["r2"] else []),
+            f"{FIG5_READING_R3}: {outcome('R3')}",
             f"'near BMA' = L_pa^{{L'}} within {NEAR_BMA} nats of BMA's; 'many' = at least half of the tested L', "
             "for at least one training L (the lenient reading)",
             "'smaller training L generalizes better' = the mean of L_pa^{L'} − BMA's over the tested L' rises with "
