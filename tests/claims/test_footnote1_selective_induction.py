@@ -91,6 +91,15 @@ def test_a_converged_model_that_cannot_represent_the_bayes_predictor_fails(monke
     assert settle(out) == ("fail", "") and out.seeds["counts"]["miss"] == 3
 
 
+def test_a_seed_whose_attention_never_found_the_lags_is_named(monkeypatch):
+    # reference: the stand-ins' init lag KL is 0.4; BAD ends at 0.5 (no better than at initialisation), GOOD at 0.01
+    monkeypatch.setattr(F, "selective_runs", lambda ctx: [_run(f, 1000 + i) for i, f in enumerate([GOOD, GOOD, BAD])])
+    out = F.footnote1_selective_training(CheckContext(tier="quick", seed=0))
+    assert out.measured["never_found_lags"] == [1002]
+    assert out.reason.endswith("seed 1002 never found the lags (lag KL 0.5 at the end, 0.4 at initialisation)")
+    assert "seed 1000 never" not in out.summary and "seed 1002 never found the lags" in out.summary
+
+
 def test_unconverged_seeds_do_not_count(monkeypatch):
     monkeypatch.setattr(F, "selective_runs", lambda ctx: [_run(BAD, 1000 + i, plateaued=False) for i in range(3)])
     out = F.footnote1_selective_training(CheckContext(tier="quick", seed=0))
