@@ -292,10 +292,20 @@ def verify_thm3_stationary(rng, *, n_points: int = 12, d_values: tuple[int, ...]
 
 def _evaluate(expr, values: dict):
     """Evaluate ``expr`` with each named symbolic array (``p_i``, ``pi_ij``, ``A_ij``, …) set from ``values``."""
-    subs = {}
-    for symbol in sp.sympify(expr).free_symbols:
-        name, _, index = symbol.name.rpartition("_")
+    f, names = _lambdified(sp.sympify(expr))
+    args = []
+    for name, index in names:
         array = np.asarray(values[name])
-        subs[symbol] = array[tuple(int(k) for k in index)] if array.ndim > 1 else array[int(index)]
-    f = sp.lambdify(list(subs), expr, "numpy")
-    return np.asarray(f(*subs.values()), dtype=float)
+        args.append(array[index] if array.ndim > 1 else array[index[0]])
+    return np.asarray(f(*args), dtype=float)
+
+
+@lru_cache(maxsize=None)
+def _lambdified(expr: sp.Basic):
+    """``expr`` lambdified over its free symbols, with each symbol's (array name, index) parsed from its name."""
+    symbols = sorted(expr.free_symbols, key=lambda s: s.name)
+    names = []
+    for symbol in symbols:
+        name, _, index = symbol.name.rpartition("_")
+        names.append((name, tuple(int(k) for k in index)))
+    return sp.lambdify(symbols, expr, "numpy"), names
