@@ -24,6 +24,7 @@ from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding
 from bma_verify.reports.search import check_instance, run_search
 from bma_verify.theory.dpi import (derive_lemma3_strict_dpi, dropped_half_in_total_variation, perturb_lemma3_strict_dpi,
                                    stochastic_matrix, verify_lemma3_strict_dpi)
+from bma_verify.theory.lemma3_alpha import derive_lemma3_alpha, verify_lemma3_alpha
 
 SYMBOLIC = SymbolicCheck(
     claim="lemma3-strict-dpi",
@@ -196,10 +197,13 @@ def _alpha_proof(ctx: CheckContext, stored: list) -> dict:
     sweep = alpha_chain_sweep(ctx.rng("lemma3-alpha-proof"), ALPHA_PROOF_INSTANCES[ctx.tier])
     chains = [alpha_chain(np.array(i["kernel"]), np.array(i["parents"]), i["h"], i["h_prime"], np.array(i["init"]))
               for i in stored]
+    derivation = derive_lemma3_alpha()
+    verification = verify_lemma3_alpha(ctx.rng("lemma3-alpha-proof/symbolic"))
     holds = min(sweep["min_slack"].values()) >= -ALPHA_PROOF_ATOL and all(
         min(c[k] for k in ("sdpi_slack", "submultiplicative_slack", "minorisation_slack", "uniform_slack"))
-        >= -ALPHA_PROOF_ATOL for c in chains)
+        >= -ALPHA_PROOF_ATOL for c in chains) and derivation.identities_hold and verification.passed
     return {"sweep": sweep, "holds": holds,
+            "symbolic": {"identities": derivation.status(), **verification.measured()},
             "controls_rejected": max(sweep["control"].values()) < -ALPHA_PROOF_ATOL,
             "stored": [{key: c[key] for key in ("ratio", "dobrushin", "delta_channel", "alpha_proved", "relation")}
                        for c in chains]}
@@ -256,7 +260,7 @@ def _alpha_findings(evidence: dict, worst: dict, pairs: int, ancestor_pairs: int
                        _refuting(evidence, worst, "dobrushin_channel")),
         Finding("I(x_h; x_h') ≤ α*·I(x_h; x_pa(h)) for every non-parent h' < h and every μ₀, α* = 1 − ε/(1 − (d − 1)ε), "
                 "ε = min π (ours: proved by the SDPI, δ(T) ≤ δ(first step), Doeblin minorisation of the first step "
-                "and its uniform bound; α* ≥ 1 − dε, equal only when dε = 1)",
+                "and its uniform bound, the last two derived with SymPy; α* ≥ 1 − dε, equal only when dε = 1)",
                 "holds" if proof["holds"] else "refuted", None,
                 f"each step's slack ≥ −{ALPHA_PROOF_ATOL:g} on {sweep['pairs']} pairs of {sweep['instances']} random "
                 f"instances (stationary and Dirichlet μ₀; largest ratio/α* {sweep['max_ratio_over_alpha']:.3f}) and "
@@ -311,7 +315,7 @@ def _alpha_measured(counts: dict, worst: dict, evidence: dict, pairs: int, ances
                              "pairs": evidence["proof"]["sweep"]["pairs"],
                              "observed_on_proof_sweep": evidence["proof"]["sweep"]["observed"],
                              "control_min_slack": evidence["proof"]["sweep"]["control"],
-                             "stored": evidence["proof"]["stored"]}}
+                             "stored": evidence["proof"]["stored"], "symbolic": evidence["proof"]["symbolic"]}}
 
 
 def _alpha_summary(findings: list, evidence: dict, pairs: int, ancestor_pairs: int, control: Control) -> str:

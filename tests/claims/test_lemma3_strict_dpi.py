@@ -70,6 +70,7 @@ def test_alpha_candidates_refute_dobrushin_with_the_stored_chain_and_keep_doebli
     assert "1 − d·min π when h' is an ancestor of pa(h)" in split["observed"]
     assert min(split["min_slack"].values()) >= -1e-12 and split["max_ratio_over_alpha"] < 1
     assert all(s["ratio"] > s["dobrushin"] and s["relation"] == "ancestor" for s in split["stored"])
+    assert all(split["symbolic"]["identities"].values()) and split["symbolic"]["max_abs_error"] < 1e-12
 
 
 @pytest.mark.slow
