@@ -258,8 +258,8 @@ def _alpha_findings(evidence: dict, worst: dict, pairs: int, ancestor_pairs: int
         _alpha_finding("I(x_h; x_h') ≤ δ(T)·I(x_h; x_pa(h)), T the channel x_pa(h) → x_h' (δ(T) ≥ η_KL(T), so this "
                        "also follows from the SDPI theorem; proved)", violations["dobrushin_channel"], pairs,
                        _refuting(evidence, worst, "dobrushin_channel")),
-        Finding("I(x_h; x_h') ≤ α*·I(x_h; x_pa(h)) for every non-parent h' < h and every μ₀, α* = 1 − ε/(1 − (d − 1)ε), "
-                "ε = min π (ours: proved by the SDPI, δ(T) ≤ δ(first step), Doeblin minorisation of the first step "
+        Finding("I(x_h; x_h') ≤ α*·I(x_h; x_pa(h)) for every non-parent h' < h and every μ₀, "
+                "α* = 1 − ε/(1 − (d − 1)ε), ε = min π (ours: proved by the SDPI, δ(T) ≤ δ(first step), Doeblin minorisation of the first step "
                 "and its uniform bound, the last two derived with SymPy; α* ≥ 1 − dε, equal only when dε = 1)",
                 "holds" if proof["holds"] else "refuted", None,
                 f"each step's slack ≥ −{ALPHA_PROOF_ATOL:g} on {sweep['pairs']} pairs of {sweep['instances']} random "
