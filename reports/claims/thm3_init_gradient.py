@@ -313,6 +313,7 @@ def _stationary_findings(evidence: dict, verdict: str) -> list[Finding]:
     sweep = evidence["sweep"]
     moved = sweep["non_stationary"]
     j_form = next(b for b in evidence["breaks"] if b["form"] == "approximate")
+    pibar = next(b for b in evidence["breaks"] if b["form"] == "exact")
     return [
         Finding("J(pa) > J(h') for every other h' when μ₀ is the stationary law of π and π > 0 (ours: proved, "
                 "J(h') ≤ √η_χ²·J(pa) with η_χ² < 1 the SDPI coefficient of x_pa → x_h'), with the proof steps "
@@ -327,7 +328,9 @@ def _stationary_findings(evidence: dict, verdict: str) -> list[Finding]:
                 "holds" if moved["condition_violations"] == 0 else "refuted", None,
                 f"{moved['condition_cases']} of {moved['cases']} non-stationary cases meet the condition, "
                 f"{moved['condition_violations']} of them with J(h') ≥ J(pa); the stored J-form counterexample misses "
-                f"it ({j_form['pi_side_gap'][0]:.3f} > {j_form['gap_allowance'][0]:.3f})"),
+                f"it ({j_form['pi_side_gap'][0]:.3f} > {j_form['gap_allowance'][0]:.3f}). It does not cover the exact "
+                f"π̄ form: on the stored π̄ instance x_0 meets it ({pibar['pi_side_gap'][0]:.4f} < "
+                f"{pibar['gap_allowance'][0]:.4f}) yet the π̄ form ranks x_0 above pa(h)"),
     ]
 
 

@@ -151,6 +151,7 @@ def test_the_stationary_proof_is_a_stronger_reading_whose_findings_hold(stationa
     proved, weaker = stationary_outcome.findings
     assert proved.status == "holds" and "stationary" in proved.statement and "ours" in proved.statement
     assert weaker.status == "holds" and "(1 − η)/η" in weaker.statement
+    assert "0.0129 < 0.0632" in weaker.evidence  # the π̄ instance meets the condition at x_0 (test_thm3_stationary)
     measured = stationary_outcome.measured
     assert all(measured["symbolic"]["identities"].values())
     assert max(measured["max_residual"].values()) <= claim.CHAIN_ATOL and measured["max_eta"] < 1
