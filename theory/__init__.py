@@ -22,6 +22,8 @@ same independent numerics. A symbolic check passes only if both reject the pertu
 | ``lemma4-loglik-gap`` | :func:`derive_lemma4_loglik_gap` | :func:`verify_lemma4_loglik_gap` | :func:`~theory.loglik.dropped_kl_term` |
 | ``thm2-consistency`` | :func:`derive_thm2_consistency` | :func:`verify_thm2_consistency` | :func:`~theory.consistency.exponent_times_four` |
 | ``thm3-init-gradient`` | :func:`derive_thm3_init_gradient` | :func:`verify_thm3_init_gradient` | :func:`~theory.gradient.kernel_mean_for_marginal` |
+| ``thm3-init-gradient`` (ours: under a stationary μ₀) | :func:`derive_thm3_stationary` | :func:`verify_thm3_stationary` | :func:`~theory.thm3_stationary.candidate_law_for_parent_law` |
+| ``lemma3-strict-dpi`` (ours: α* proved) | :func:`derive_lemma3_alpha` | :func:`verify_lemma3_alpha` | — (perturbed steps in ``numerics.lemma3_alpha``) |
 | ``prop2-ds-quadratic`` | :func:`derive_prop2_ds_quadratic` | :func:`verify_prop2_ds_quadratic` | :func:`~theory.ds.dropped_key_quadratic` |
 """
 from bma_verify.theory.bma import derive_bma_score_identity, perturb_bma_score_identity, verify_bma_score_identity
@@ -33,6 +35,8 @@ from bma_verify.theory.ds import derive_prop2_ds_quadratic, perturb_prop2_ds_qua
 from bma_verify.theory.gradient import derive_thm3_init_gradient, perturb_thm3_init_gradient, verify_thm3_init_gradient
 from bma_verify.theory.invariance import derive_prop1_invariance, perturb_prop1_invariance, verify_prop1_invariance
 from bma_verify.theory.loglik import derive_lemma4_loglik_gap, perturb_lemma4_loglik_gap, verify_lemma4_loglik_gap
+from bma_verify.theory.lemma3_alpha import derive_lemma3_alpha, verify_lemma3_alpha
+from bma_verify.theory.thm3_stationary import derive_thm3_stationary, perturb_thm3_stationary, verify_thm3_stationary
 
 __all__ = [
     "Derivation", "Perturbation", "Verification",
@@ -44,4 +48,6 @@ __all__ = [
     "derive_thm2_consistency", "perturb_thm2_consistency", "verify_thm2_consistency",
     "derive_thm3_init_gradient", "perturb_thm3_init_gradient", "verify_thm3_init_gradient",
     "derive_prop2_ds_quadratic", "perturb_prop2_ds_quadratic", "verify_prop2_ds_quadratic",
+    "derive_thm3_stationary", "perturb_thm3_stationary", "verify_thm3_stationary",
+    "derive_lemma3_alpha", "verify_lemma3_alpha",
 ]

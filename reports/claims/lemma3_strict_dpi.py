@@ -13,6 +13,7 @@ import sympy as sp
 
 from bma_verify.numerics.claim_sweeps import HISTOGRAM_EDGES, INIT_KINDS, MI_FLOOR, VIOLATION_RTOL
 from bma_verify.numerics.dpi_sweep import LEMMA3_RANGES, lemma3_monte_carlo, lemma3_pairs
+from bma_verify.numerics.lemma3_alpha import alpha_chain, alpha_chain_sweep
 from bma_verify.numerics.task import random_kernel, random_parents
 from bma_verify.reports.checks.numeric_common import (SIZES, Z_AGREE, binary_flip_kernel, combine_verdicts,
                                                       decide_interval, lemma3_sweep, save_check_figure,
@@ -23,6 +24,7 @@ from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding
 from bma_verify.reports.search import check_instance, run_search
 from bma_verify.theory.dpi import (derive_lemma3_strict_dpi, dropped_half_in_total_variation, perturb_lemma3_strict_dpi,
                                    stochastic_matrix, verify_lemma3_strict_dpi)
+from bma_verify.theory.lemma3_alpha import derive_lemma3_alpha, verify_lemma3_alpha
 
 SYMBOLIC = SymbolicCheck(
     claim="lemma3-strict-dpi",
@@ -179,7 +181,32 @@ def _alpha_evidence(ctx: CheckContext, result) -> dict:
             "ancestor_violations": {name: counts.get(f"violations/{name}/ancestor", 0) for name in CANDIDATE_LABELS},
             "stored": stored, "budget": budget, "searches": searches,
             "rechecks": {name: [check_instance(dict(i, alpha=name)) for i in stored]
-                         for name in ("dobrushin", "doeblin")}}
+                         for name in ("dobrushin", "doeblin")},
+            "proof": _alpha_proof(ctx, stored)}
+
+
+#: Instances of the α* proof sweep (numerics.lemma3_alpha), each under its stationary law and a Dirichlet μ₀.
+ALPHA_PROOF_INSTANCES = {"quick": 40, "full": 600}
+#: A proof step holds when its slack is at least minus this (rounding is ≤ 1e-15); its perturbed version (right
+#: side × 0.95, or δ(π) for a reverse channel) misses by more than 1e-3.
+ALPHA_PROOF_ATOL = 1e-12
+
+
+def _alpha_proof(ctx: CheckContext, stored: list) -> dict:
+    """The steps of α* = 1 − ε/(1 − (d − 1)ε) (ours, proved) on random pairs and on the stored δ(π) refutations."""
+    sweep = alpha_chain_sweep(ctx.rng("lemma3-alpha-proof"), ALPHA_PROOF_INSTANCES[ctx.tier])
+    chains = [alpha_chain(np.array(i["kernel"]), np.array(i["parents"]), i["h"], i["h_prime"], np.array(i["init"]))
+              for i in stored]
+    derivation = derive_lemma3_alpha()
+    verification = verify_lemma3_alpha(ctx.rng("lemma3-alpha-proof/symbolic"))
+    holds = min(sweep["min_slack"].values()) >= -ALPHA_PROOF_ATOL and all(
+        min(c[k] for k in ("sdpi_slack", "submultiplicative_slack", "minorisation_slack", "uniform_slack"))
+        >= -ALPHA_PROOF_ATOL for c in chains) and derivation.identities_hold and verification.passed
+    return {"sweep": sweep, "holds": holds,
+            "symbolic": {"identities": derivation.status(), **verification.measured()},
+            "controls_rejected": max(sweep["control"].values()) < -ALPHA_PROOF_ATOL,
+            "stored": [{key: c[key] for key in ("ratio", "dobrushin", "delta_channel", "alpha_proved", "relation")}
+                       for c in chains]}
 
 
 def _refuting(evidence: dict, worst: dict, name: str, ancestors_only: bool = False) -> list[dict]:
@@ -208,21 +235,37 @@ def _stored_evidence(evidence: dict, name: str) -> str:
 
 
 def _alpha_findings(evidence: dict, worst: dict, pairs: int, ancestor_pairs: int) -> list[Finding]:
-    """One finding per candidate α of ours: δ(π), Doeblin, Doeblin on ancestor pairs, δ of the pair's channel."""
+    """One finding per candidate α of ours, each marked proved (and by which argument) or observed only: δ(π),
+    Doeblin, Doeblin on ancestor pairs, δ of the pair's channel, and α* = 1 − ε/(1 − (d − 1)ε)."""
     violations, ancestor_violations = evidence["violations"], evidence["ancestor_violations"]
+    proof = evidence["proof"]
+    sweep = proof["sweep"]
     return [
         _alpha_finding("I(x_h; x_h') ≤ δ(π)·I(x_h; x_pa(h)) for every non-parent h' < h (α = δ(π), the Dobrushin "
-                       "coefficient of the kernel)", violations["dobrushin"], pairs,
+                       "coefficient of the kernel; proved only when h' is not an ancestor of pa(h): the path "
+                       "x_pa → x_h' then holds a forward π step)", violations["dobrushin"], pairs,
                        _refuting(evidence, worst, "dobrushin"), _stored_evidence(evidence, "dobrushin")),
         _alpha_finding("I(x_h; x_h') ≤ (1 − d·min π)·I(x_h; x_pa(h)) for every non-parent h' < h (the Doeblin "
-                       "bound)", violations["doeblin"], pairs, _refuting(evidence, worst, "doeblin"),
+                       "bound; proved when h' is not an ancestor of pa(h), observed only on ancestor pairs)",
+                       violations["doeblin"], pairs, _refuting(evidence, worst, "doeblin"),
                        _stored_evidence(evidence, "doeblin")),
         _alpha_finding("the Doeblin bound for the pairs where h' is an ancestor of pa(h), which the SDPI argument "
-                       "through δ(π) does not cover", ancestor_violations["doeblin"], ancestor_pairs,
-                       _refuting(evidence, worst, "doeblin", ancestors_only=True)),
+                       "through δ(π) does not cover (observed, not proved: the path's first step is a reverse "
+                       "channel, whose minorisation is only ε/max P(x_pa))", ancestor_violations["doeblin"],
+                       ancestor_pairs, _refuting(evidence, worst, "doeblin", ancestors_only=True),
+                       f"proof sweep, Dirichlet μ₀: {sweep['observed']['doeblin']['ancestor_violations']} violations "
+                       f"in {sweep['observed']['doeblin']['ancestor_pairs']} ancestor pairs"),
         _alpha_finding("I(x_h; x_h') ≤ δ(T)·I(x_h; x_pa(h)), T the channel x_pa(h) → x_h' (δ(T) ≥ η_KL(T), so this "
-                       "also follows from the SDPI theorem)", violations["dobrushin_channel"], pairs,
+                       "also follows from the SDPI theorem; proved)", violations["dobrushin_channel"], pairs,
                        _refuting(evidence, worst, "dobrushin_channel")),
+        Finding("I(x_h; x_h') ≤ α*·I(x_h; x_pa(h)) for every non-parent h' < h and every μ₀, "
+                "α* = 1 − ε/(1 − (d − 1)ε), ε = min π (ours: proved by the SDPI, δ(T) ≤ δ(first step), Doeblin minorisation of the first step "
+                "and its uniform bound, the last two derived with SymPy; α* ≥ 1 − dε, equal only when dε = 1)",
+                "holds" if proof["holds"] else "refuted", None,
+                f"each step's slack ≥ −{ALPHA_PROOF_ATOL:g} on {sweep['pairs']} pairs of {sweep['instances']} random "
+                f"instances (stationary and Dirichlet μ₀; largest ratio/α* {sweep['max_ratio_over_alpha']:.3f}) and "
+                f"on the {len(proof['stored'])} stored δ(π) refutations; perturbed steps rejected: "
+                f"{proof['controls_rejected']}"),
     ]
 
 
@@ -263,7 +306,16 @@ def _alpha_measured(counts: dict, worst: dict, evidence: dict, pairs: int, ances
             # results only: how many pairs needed a numerical η_KL (ratio > η_χ² at rounding level) is the
             # optimiser's work, not a result, and moves with the host's floats (1211 here, 1212 on another CPU)
             "consistency": {"sdpi_violations": violations["sdpi"], "eta_chi2_exceeded": violations["eta_chi2"]},
-            "searches": evidence["searches"]}
+            "searches": evidence["searches"],
+            "alpha_proved": {"proved": ["δ of the channel x_pa → x_h'", "α* = 1 − ε/(1 − (d − 1)ε)",
+                                        "δ(π) and 1 − d·min π when h' is not an ancestor of pa(h)"],
+                             "observed": ["1 − d·min π when h' is an ancestor of pa(h)"],
+                             "min_slack": evidence["proof"]["sweep"]["min_slack"],
+                             "max_ratio_over_alpha": evidence["proof"]["sweep"]["max_ratio_over_alpha"],
+                             "pairs": evidence["proof"]["sweep"]["pairs"],
+                             "observed_on_proof_sweep": evidence["proof"]["sweep"]["observed"],
+                             "control_min_slack": evidence["proof"]["sweep"]["control"],
+                             "stored": evidence["proof"]["stored"], "symbolic": evidence["proof"]["symbolic"]}}
 
 
 def _alpha_summary(findings: list, evidence: dict, pairs: int, ancestor_pairs: int, control: Control) -> str:
@@ -271,7 +323,8 @@ def _alpha_summary(findings: list, evidence: dict, pairs: int, ancestor_pairs: i
     return (f"Candidate α of ours on {pairs} sweep pairs ({ancestor_pairs} with h' an ancestor of pa(h)) and "
             f"{len(evidence['stored'])} stored instances: "
             + "; ".join(f"{name} {'refuted' if f.status == 'refuted' else 'holds'}"
-                        for name, f in zip(("δ(π)", "Doeblin", "Doeblin (ancestor pairs)", "δ of the channel"),
+                        for name, f in zip(("δ(π)", "Doeblin", "Doeblin (ancestor pairs)", "δ of the channel",
+                                            "α* = 1 − ε/(1 − (d − 1)ε) (proved)"),
                                            findings))
             + f". Consistency: η_KL of the pair's own channel (a theorem) exceeded {violations['sdpi']} times; η_χ² "
             f"exceeded {violations['eta_chi2']} times (expected: η_χ² ≤ η_KL is not a bound on the ratio). "
@@ -315,7 +368,9 @@ def alpha_candidates_check(ctx: CheckContext) -> CheckOutcome:
                                       "mean ratio/α", "max (ratio − α)"], rows)],
         # exact float64 values; spread 0 over threads/CPU capability (seed 0); the η_KL excess comes from an
         # iterative optimiser, whose last digits may move: 1e-9
-        tolerances={"largest_excess": {"abs": 1e-9}, "stored_rechecks": {"abs": 1e-12}})
+        # alpha_proved: exact float64 slacks and ratios of seeded instances, rounding only
+        tolerances={"largest_excess": {"abs": 1e-9}, "stored_rechecks": {"abs": 1e-12},
+                    "alpha_proved": {"abs": 1e-12}})
 #: A pair's ratio is judged against a bound only when n samples resolve its denominator: the exact 2n·I(x_h; x_pa)
 #: (the G statistic's mean excess over its degrees of freedom) at least this, so that Î(x_h; x_pa) has a relative
 #: standard error ≤ 2/√100 = 0.2 (Var Î ≈ 2I/n near independence). Decided from exact values, before sampling.

@@ -54,7 +54,7 @@ def test_alpha_candidates_refute_dobrushin_with_the_stored_chain_and_keep_doebli
     # δ(π) is refuted by the smallest stored instance (the chain x_0 → x_1 → x_2), replayable by check_instance;
     # the Doeblin bound holds on every sweep pair; η_KL of the pair's own channel is a consistency check, not a finding
     outcome = quick_outcomes["alpha_candidates_check"]
-    dobrushin, doeblin, doeblin_ancestor, channel = outcome.findings
+    dobrushin, doeblin, doeblin_ancestor, channel, proved = outcome.findings
     assert dobrushin.status == "refuted" and "δ(π)" in dobrushin.statement
     assert dobrushin.instance["parents"] == KNOWN_COUNTEREXAMPLES[1]["parents"] == [-1, 0, 1]
     assert not check_instance(dobrushin.instance)["holds"]
@@ -62,6 +62,15 @@ def test_alpha_candidates_refute_dobrushin_with_the_stored_chain_and_keep_doebli
     assert outcome.measured["consistency"]["sdpi_violations"] == 0
     assert not any("η_KL" in f.statement.split(",")[0] for f in outcome.findings)
     assert outcome.control.measured["holds"] is False
+    # the split: α* is proved (every step's slack ≥ 0, its perturbed steps rejected), Doeblin on ancestor pairs is
+    # only observed (reference for the steps: tests/test_lemma3_alpha.py, against enumerated joints)
+    assert proved.status == "holds" and "proved" in proved.statement and "rejected: True" in proved.evidence
+    assert "observed, not proved" in doeblin_ancestor.statement
+    split = outcome.measured["alpha_proved"]
+    assert "1 − d·min π when h' is an ancestor of pa(h)" in split["observed"]
+    assert min(split["min_slack"].values()) >= -1e-12 and split["max_ratio_over_alpha"] < 1
+    assert all(s["ratio"] > s["dobrushin"] and s["relation"] == "ancestor" for s in split["stored"])
+    assert all(split["symbolic"]["identities"].values()) and split["symbolic"]["max_abs_error"] < 1e-12
 
 
 @pytest.mark.slow

@@ -137,3 +137,49 @@ def test_symbolic_check_fails_when_its_derived_result_is_the_planted_perturbatio
                                                                     **sizes)))
     outcome = claim.symbolic_check(CheckContext(tier="quick", seed=0))
     assert outcome.verdict == "fail" and outcome.instance["identities_failed"], outcome.summary
+
+
+@pytest.fixture(scope="module")
+def stationary_outcome(tmp_path_factory):
+    return claim.stationary_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path_factory.mktemp("figures")))
+
+
+def test_the_stationary_proof_is_a_stronger_reading_whose_findings_hold(stationary_outcome):
+    readings = {check.run.__name__: check.reading for check in claim.CLAIM.checks}
+    assert readings["stationary_check"] == "stronger"
+    assert settle(stationary_outcome) == ("pass", ""), stationary_outcome.summary
+    proved, weaker = stationary_outcome.findings
+    assert proved.status == "holds" and "stationary" in proved.statement and "ours" in proved.statement
+    assert weaker.status == "holds" and "(1 − η)/η" in weaker.statement
+    assert "0.0129 < 0.0632" in weaker.evidence  # the π̄ instance meets the condition at x_0 (test_thm3_stationary)
+    measured = stationary_outcome.measured
+    assert all(measured["symbolic"]["identities"].values())
+    assert max(measured["max_residual"].values()) <= claim.CHAIN_ATOL and measured["max_eta"] < 1
+    assert measured["min_slack"]["margin"] > 0
+
+
+def test_the_stationary_check_names_step_two_as_the_one_the_j_form_counterexample_breaks(stationary_outcome):
+    # reference: test_j_form_fails_on_the_stored_non_stationary_instance_only enumerates J(x_0) > J(x_1) there
+    steps = {b["form"]: b for b in stationary_outcome.measured["counterexample_steps"]}["approximate"]
+    assert steps["identity_error"][0] < 1e-12 and steps["cauchy_schwarz_slack"][0] > 0 and steps["sdpi_slack"][0] > 0
+    assert steps["left_singular_residual"][0] > 0.9 and steps["pi_side_gap"][0] > steps["gap_allowance"][0]
+    assert steps["margin"][0] < 0
+
+
+def test_the_stationary_check_rejects_each_perturbed_step(stationary_outcome):
+    control = stationary_outcome.control
+    assert control.rejected and not control.measured["symbolic_identities_hold"]
+    assert all(v < -claim.CHAIN_ATOL for v in control.measured["min_slacks"].values())
+    assert control.measured["left_singular"]["rejected_instances"] == claim.STATIONARY_SIZES["quick"]["instances"]
+
+
+def test_the_stationary_check_fails_when_a_step_has_negative_slack(monkeypatch, tmp_path):
+    original = claim.stationary_chain_sweep
+
+    def broken_sdpi(*args, **kwargs):
+        out = copy.deepcopy(original(*args, **kwargs))
+        out["min_slack"]["sdpi_slack"] = -1e-3  # a step that no longer holds somewhere
+        return out
+    monkeypatch.setattr(claim, "stationary_chain_sweep", broken_sdpi)
+    outcome = claim.stationary_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    assert outcome.verdict == "fail" and outcome.findings[0].status == "refuted"
