@@ -23,7 +23,7 @@ import numpy as np
 from bma_verify.numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_rng
 from bma_verify.numerics.information import (dobrushin_coefficient, lowest_common_ancestor, mutual_information,
                                              pairwise_joint)
-from bma_verify.numerics.task import random_kernel, random_parents, stationary_distribution
+from bma_verify.numerics.task import random_tree_instance, stationary_distribution
 
 #: Slacks of :func:`alpha_chain` (each ≥ 0 when its step holds).
 STEPS = ("sdpi_slack", "submultiplicative_slack", "minorisation_slack", "uniform_slack")
@@ -109,13 +109,9 @@ def alpha_chain_sweep(rng, n_instances: int, *, ranges: dict = ALPHA_RANGES, fac
                 for name in ("dobrushin", "doeblin")}
     pairs, worst_ratio = 0, 0.0
     for _ in range(n_instances):
-        d = int(rng.integers(ranges["d"][0], ranges["d"][1] + 1))
-        H = int(rng.integers(ranges["H"][0], ranges["H"][1] + 1))
-        kernel = random_kernel(d, eps=float(rng.uniform(*ranges["eps_times_d"])) / d, rng=rng)
-        parents = random_parents(H, rng=rng)
-        mu0 = rng.dirichlet(np.ones(d))
+        kernel, parents, mu0 = random_tree_instance(ranges, rng=rng)
         for init in (None, mu0):
-            for h in range(2, H):
+            for h in range(2, len(parents)):
                 for h_prime in (g for g in range(h) if g != parents[h]):
                     chain = alpha_chain(kernel, parents, h, h_prime, init)
                     if np.isnan(chain["ratio"]):

@@ -79,6 +79,18 @@ def random_parents(H: int, *, rng: np.random.Generator) -> np.ndarray:
     return parents
 
 
+def random_tree_instance(ranges: dict, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(kernel, parents, μ₀) of a sweep: d and H uniform in ``ranges["d"]``, ``ranges["H"]`` (inclusive), π with
+    Dirichlet(1) rows mixed to min π = ε, d·ε uniform in ``ranges["eps_times_d"]``, a random recursive tree and a
+    Dirichlet(1) μ₀ (not stationary in general)."""
+    rng = check_rng(rng)
+    d = int(rng.integers(ranges["d"][0], ranges["d"][1] + 1))
+    H = int(rng.integers(ranges["H"][0], ranges["H"][1] + 1))
+    kernel = random_kernel(d, eps=float(rng.uniform(*ranges["eps_times_d"])) / d, rng=rng)
+    parents = random_parents(H, rng=rng)
+    return kernel, parents, rng.dirichlet(np.ones(d))
+
+
 def _flat_cdf(kernel: np.ndarray) -> np.ndarray:
     """Row CDFs laid end to end, row i shifted by i, for one ``searchsorted`` over all parent states."""
     d = kernel.shape[0]

@@ -28,7 +28,7 @@ from bma_verify.numerics._validate import check_init, check_kernel, check_parent
 from bma_verify.numerics.contraction import chi2_contraction
 from bma_verify.numerics.gradient import chi2_gain
 from bma_verify.numerics.information import chi2_mutual_information, pairwise_joint
-from bma_verify.numerics.task import random_kernel, random_parents, stationary_distribution
+from bma_verify.numerics.task import random_tree_instance, stationary_distribution
 
 #: The fields of :func:`proof_chain` that are slacks of an inequality (must be ≥ 0) and the residuals of an
 #: equality that the proof needs (must be 0 under a stationary μ₀).
@@ -190,13 +190,9 @@ def stationary_chain_sweep(rng, n_instances: int, *, ranges: dict = STATIONARY_R
                       "min_sdpi_slack": np.inf, "margin_violations": 0, "condition_cases": 0,
                       "condition_violations": 0}
     for _ in range(n_instances):
-        d = int(rng.integers(ranges["d"][0], ranges["d"][1] + 1))
-        H = int(rng.integers(ranges["H"][0], ranges["H"][1] + 1))
-        kernel = random_kernel(d, eps=float(rng.uniform(*ranges["eps_times_d"])) / d, rng=rng)
-        parents = random_parents(H, rng=rng)
-        mu0 = rng.dirichlet(np.ones(d))
+        kernel, parents, mu0 = random_tree_instance(ranges, rng=rng)
         identity_errors, singular_residuals = [0.0], [0.0]
-        for h in range(2, H):
+        for h in range(2, len(parents)):
             chain = proof_chain(kernel, parents, h)
             cases += chain["candidates"].size
             for key in RESIDUALS:
