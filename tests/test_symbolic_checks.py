@@ -5,7 +5,9 @@ cold cache).
 Negative controls: each check applies the shared decision (residuals exactly 0 AND numerics within tolerance) to a
 perturbed derived expression (its ``SymbolicCheck.perturbation``) and must reject it; with the perturbation removed
 (the control is then the true expression) the control is accepted, so ``reports.core.settle`` must withhold the
-pass as ``inconclusive (not discriminating)``. Tests of one claim's symbolic check live in tests/claims/.
+pass as ``inconclusive (not discriminating)``. Positive control: the control's path with nothing planted passes the
+same decision; with a wrong formula planted there instead, it does not, and the check reads ``inconclusive (not
+testable under this reading)``. Tests of one claim's symbolic check live in tests/claims/.
 """
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ import pytest
 
 from bma_verify import theory
 from bma_verify.reports.builder import run_claims
+from bma_verify.reports.checks import symbolic
 from bma_verify.reports.checks.symbolic import SymbolicCheck
-from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
+from bma_verify.reports.core import NOT_DISCRIMINATING, NOT_TESTABLE, CheckContext, settle
 from bma_verify.reports.registry import CLAIMS
 from bma_verify.theory.derivation import DEFAULT_TOLERANCE
 
@@ -136,3 +139,28 @@ def test_regression_tolerances_bound_rounding_errors_without_pinning_them():
     outcome = _quick("prop2-ds-quadratic")
     bound = outcome.tolerances["errors"]["abs"]
     assert 1000 * outcome.measured["max_abs_error"] <= bound <= DEFAULT_TOLERANCE
+
+
+@pytest.mark.parametrize("claim_id", CLAIM_IDS)
+def test_positive_control_is_the_unperturbed_path_and_passes(claim_id):
+    # Compared against: the control's own path (perturb, re-derived identities, verify at the same points) with
+    # nothing planted: every identity holds and every comparison is within rounding, so the rule passes it.
+    outcome = _quick(claim_id)
+    positive = outcome.positive_control
+    assert positive is not None and positive.passed, positive
+    assert positive.measured["identities_failed"] == [] and positive.measured["errors_over_tolerance"] == {}
+    assert positive.measured["max_abs_error"] <= positive.measured["tolerance"]
+    assert settle(outcome) == ("pass", "")
+    json.dumps(positive.as_dict())
+
+
+@pytest.mark.parametrize("claim_id", CLAIM_IDS)
+def test_a_wrong_ideal_fails_the_positive_control_so_the_check_is_not_testable(claim_id, monkeypatch):
+    # Planted: the "ideal" path carries the check's own wrong formula (its negative control's perturbation).
+    module, name = _symbolic_spec(_check(claim_id))
+    monkeypatch.setattr(symbolic, "nothing_planted", getattr(module, name).perturbation)
+    outcome = _quick(claim_id)
+    assert outcome.verdict == "pass" and not outcome.positive_control.passed
+    assert outcome.positive_control.measured["identities_failed"]
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_TESTABLE in reason

@@ -15,13 +15,19 @@ Negative control: in the same call, the same decision is applied to a perturbed 
 term, an exponent x4, a transposed kernel), whose identities are re-derived by the derivation's own code and which
 the verifier compares with the same numerics at the same random points. The control is rejected when that
 decision is not ``pass``.
+
+Positive control: the derived results are themselves the ideal (the true formula), so the positive control is the
+control's own path with nothing planted (:func:`nothing_planted`): the same ``perturb`` re-derivation of every
+identity, the same ``verify`` at the same points, the same :func:`decide`. It passes when that path accepts the
+unperturbed formula, which shows the control is rejected for what was planted, not for the path it takes. It is not
+independent of the derivation: a wrong derivation fails it too (the check then reads ``inconclusive``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
 
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
 from bma_verify.theory.derivation import Derivation, Perturbation, Verification
 
 # Regression tolerances (tests/test_regression.py). The errors are float64 rounding (at most 3.2e-14 measured; per
@@ -67,28 +73,46 @@ class SymbolicCheck:
         return dict(self.sizes[ctx.tier])
 
 
+def nothing_planted(results) -> dict:
+    """The perturbation of the positive control: it replaces no result (the derivation's formula, unchanged)."""
+    return {}
+
+
 @dataclass(frozen=True)
 class SymbolicRun:
-    """The derivations and verification of a check, and the same for its control (same random points)."""
+    """The derivations and verification of a check, the same for its control, and the same for the control's path
+    with nothing planted (the positive control); all three at the same random points."""
 
     derivations: list[Derivation]
     verification: Verification
     control_derivations: list[Derivation]
     control_verification: Verification
+    ideal_derivations: list[Derivation]
+    ideal_verification: Verification
 
 
 def run_symbolic(ctx: CheckContext, check: SymbolicCheck, derive_args: list[tuple]) -> SymbolicRun:
-    """Derive once per argument tuple, verify at the tier's sizes, then the same for the perturbed control.
+    """Derive once per argument tuple, verify at the tier's sizes, then the same for the perturbed control and for
+    the control's path with :func:`nothing_planted`.
 
-    Both verifications draw from a fresh ``ctx.rng(f"symbolic:{claim}")``, so the control sees the same points.
+    Every verification draws from a fresh ``ctx.rng(f"symbolic:{claim}")``, so the controls see the same points.
     """
     sizes = check.sizes_for(ctx)
     derivations = [check.derive(*args) for args in derive_args]
     verification = check.verify(ctx.rng(f"symbolic:{check.claim}"), **sizes)
-    control_derivations = [check.perturb(*args, perturbation=check.perturbation) for args in derive_args]
-    control_verification = check.verify(ctx.rng(f"symbolic:{check.claim}"), perturbation=check.perturbation,
-                                        **sizes)
-    return SymbolicRun(derivations, verification, control_derivations, control_verification)
+    control_derivations, control_verification = perturbed_run(ctx, check, derive_args, check.perturbation)
+    ideal_derivations, ideal_verification = perturbed_run(ctx, check, derive_args, nothing_planted)
+    return SymbolicRun(derivations, verification, control_derivations, control_verification, ideal_derivations,
+                       ideal_verification)
+
+
+def perturbed_run(ctx: CheckContext, check: SymbolicCheck, derive_args: list[tuple],
+                  perturbation) -> tuple[list[Derivation], Verification]:
+    """The derivations re-derived under ``perturbation`` and their verification at the check's random points."""
+    derivations = [check.perturb(*args, perturbation=perturbation) for args in derive_args]
+    verification = check.verify(ctx.rng(f"symbolic:{check.claim}"), perturbation=perturbation,
+                                **check.sizes_for(ctx))
+    return derivations, verification
 
 
 def decide(derivations: list[Derivation], verification: Verification) -> tuple[str, dict[str, bool]]:
@@ -112,6 +136,21 @@ def _control(check: SymbolicCheck, derivations: list[Derivation], verification: 
                   "negative_slacks": verification.negative_slacks,
                   "max_abs_error": verification.max_abs_error, "tolerance": verification.tolerance},
         rejected=verdict != "pass",
+    )
+
+
+def positive_control(derivations: list[Derivation], verification: Verification) -> PositiveControl:
+    """The positive control: :func:`decide` on the control's path with nothing planted (:func:`nothing_planted`)."""
+    verdict, status = decide(derivations, verification)
+    return PositiveControl(
+        description="the derived formula through the control's own path with nothing planted (re-derived identities, "
+                    "same numeric comparison at the same points); the derivation is the ideal, so this is not "
+                    "independent of it",
+        measured={"identities_failed": [name for name, ok in status.items() if not ok],
+                  "errors_over_tolerance": verification.errors_over_tolerance,
+                  "negative_slacks": verification.negative_slacks, "max_abs_error": verification.max_abs_error,
+                  "tolerance": verification.tolerance},
+        passed=verdict == "pass",
     )
 
 
@@ -178,6 +217,7 @@ def symbolic_outcome(ctx: CheckContext, check: SymbolicCheck, run: SymbolicRun, 
         instance=_instance(ctx, check, status, verification) if verdict == "fail" else None,
         tolerances={**TOLERANCES, **check.tolerances},
         control=control,
+        positive_control=positive_control(run.ideal_derivations, run.ideal_verification),
     )
 
 
