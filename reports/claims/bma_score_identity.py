@@ -13,7 +13,7 @@ from bma_verify.numerics.bma import parent_posterior, selector_attention
 from bma_verify.numerics.enumeration import brute_force_parent_posterior
 from bma_verify.numerics.task import random_kernel, random_parents, sample_chains
 from bma_verify.reports.checks.construction import (CONSTRUCTION_TOL, LARGE_BETA, construction_against_bma,
-                                                    decide_construction)
+                                                    decide_construction, limit_control)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
@@ -104,7 +104,7 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
                 f"{len(batch.query)} contexts at β = {LARGE_BETA:g}; with (log π)ᵀ in W_KQ the same rule reads "
                 f"{wrong_err:.2f} (control).",
         instance=None if verdict == "pass" else {"kernel": kernel.tolist(), "context": batch.context[0].tolist()},
-        control=control,
+        control=control, positive_control=limit_control(kernel, batch, ("attention",)),
         # measured spread 6e-17 over OMP_NUM_THREADS=1|2 × ATEN_CPU_CAPABILITY=default|avx2, 0 against the reference
         # report; 1e-12 leaves a ×10^4 margin and is a millionth of the threshold
         tolerances={"max_attention_l1_error": {"abs": 1e-12}})

@@ -16,7 +16,7 @@ import sympy as sp
 from bma_verify import numerics
 from bma_verify.model import analysis
 from bma_verify.reports.checks.construction import (CONSTRUCTION_TOL, CONTEXTS, LARGE_BETA, construction_against_bma,
-                                                    decide_construction)
+                                                    decide_construction, limit_control)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.checks.trained import draw_figure, seeded_kernel
 from bma_verify.reports.claim import Check, Claim
@@ -212,7 +212,7 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
                 f"{w_pred:.2f} (control).",
         instance=None if verdict == "pass" else {"kernel": kernel.tolist(), "context": batch.context[0].tolist(),
                                                  "query": batch.query[0].tolist()},
-        control=control,
+        control=control, positive_control=limit_control(kernel, batch, ("attention", "predictive")),
         # measured spread ≤ 6e-17 over OMP_NUM_THREADS=1|2 × ATEN_CPU_CAPABILITY=default|avx2 and against the
         # reference report; 1e-12 leaves a ×10^4 margin and is a millionth of the threshold
         tolerances={"max_attention_l1_error": {"abs": 1e-12}, "max_predictive_error": {"abs": 1e-12}})

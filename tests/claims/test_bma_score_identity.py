@@ -11,7 +11,7 @@ import bma_verify.model.analysis as analysis_module
 import bma_verify.reports.claims.bma_score_identity as claim
 from bma_verify import numerics as nm
 from bma_verify.model.construction import bma_construction
-from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
+from bma_verify.reports.core import NOT_DISCRIMINATING, NOT_TESTABLE, CheckContext, settle
 
 SMALL = 8  # posterior contexts of the accepted-control test
 
@@ -76,3 +76,20 @@ def test_symbolic_check_fails_when_its_derived_result_is_the_planted_perturbatio
                                                                     **sizes)))
     outcome = claim.symbolic_check(CheckContext(tier="quick", seed=0))
     assert outcome.verdict == "fail" and outcome.instance["identities_failed"], outcome.summary
+
+
+def test_model_check_positive_control_is_the_beta_limit_and_passes():
+    outcome = claim.model_check(CheckContext(tier="quick", seed=0))
+    assert outcome.positive_control.passed, outcome.positive_control
+    assert outcome.positive_control.measured["attention"] <= claim.CONSTRUCTION_TOL
+
+
+def test_a_wrong_limit_fails_the_model_checks_positive_control(monkeypatch):
+    # Planted wrong ideal: the β → ∞ limit read child → parent ((log π)ᵀ); the check is then not testable.
+    right = nm.selector_attention
+    monkeypatch.setattr(nm, "selector_attention", lambda W, context: right(W.T, context))
+    outcome = claim.model_check(CheckContext(tier="quick", seed=0))
+    assert outcome.verdict == "pass" and not outcome.positive_control.passed
+    assert outcome.positive_control.measured["attention"] > 0.1
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_TESTABLE in reason
