@@ -15,8 +15,9 @@ from bma_verify.numerics.claim_sweeps import HISTOGRAM_EDGES, INIT_KINDS, MI_FLO
 from bma_verify.numerics.dpi_sweep import LEMMA3_RANGES, lemma3_monte_carlo, lemma3_pairs
 from bma_verify.numerics.task import random_kernel, random_parents
 from bma_verify.reports.checks.numeric_common import (SIZES, Z_AGREE, binary_flip_kernel, combine_verdicts,
-                                                      decide_interval, lemma3_sweep, save_check_figure,
-                                                      smallest_instance, stored_counterexamples, z_scores)
+                                                      decide_interval, ideal_estimate_verdict, ideal_estimates_control,
+                                                      lemma3_sweep, save_check_figure, smallest_instance,
+                                                      stored_counterexamples, z_scores)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, jsonable, new_figure
@@ -347,7 +348,9 @@ def _lemma3_mc_case(label: str, kernel, parents, init, h: int, h_prime: int, n: 
             "high": ratio.high, "max_abs_z": max(abs(v) for v in z.values()), "z": z,
             "margin_in_stderr": (1.0 - exact["ratio"]) / ratio.stderr,
             "verdict": _judge_ratio(z, ratio, 1.0, resolved),
-            "planted_alpha": planted, "control_verdict": _judge_ratio(z, ratio, planted, resolved)}
+            "planted_alpha": planted, "control_verdict": _judge_ratio(z, ratio, planted, resolved),
+            "ideal_verdict": ideal_estimate_verdict(exact["ratio"], ratio.value, ratio.low, ratio.high, 1.0)
+            if resolved else "unresolved"}
 
 
 def _lemma3_mc_cases(ctx: CheckContext, rng, n: int) -> tuple[list[dict], int]:
@@ -428,7 +431,8 @@ def monte_carlo_check(ctx: CheckContext) -> CheckOutcome:
                 f"({control_verdict}, control).",
         tables=[Table("ratio estimates", ["case", "μ₀", "h", "h'", "exact", "estimate (MM)", "low", "high",
                                           "max |z|", "verdict vs 1", "vs exact − 3 s.e."], rows)],
-        control=control, reason=_lemma3_mc_reason(verdict, cases, skipped))
+        control=control, positive_control=ideal_estimates_control(cases, "the exact ratios I(x_h; x_h')/I(x_h; x_pa)"),
+        reason=_lemma3_mc_reason(verdict, cases, skipped))
 
 
 CLAIM = Claim(

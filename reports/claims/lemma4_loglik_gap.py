@@ -11,7 +11,8 @@ import numpy as np
 from bma_verify.numerics.dpi_sweep import lemma4_monte_carlo
 from bma_verify.numerics.task import random_kernel, random_parents
 from bma_verify.reports.checks.numeric_common import (IDENTITY_ATOL, SIZES, Z_AGREE, binary_flip_kernel,
-                                                      combine_verdicts, decide_interval, lemma3_sweep, z_scores)
+                                                      combine_verdicts, decide_interval, ideal_estimate_verdict,
+                                                      ideal_estimates_control, lemma3_sweep, z_scores)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
@@ -90,7 +91,8 @@ def _lemma4_mc_case(label: str, kernel, parents, init, h: int, h_prime: int, n: 
             "estimate": est.value, "stderr": est.stderr, "low": est.low, "high": est.high, "z": z,
             "z_planted": z_planted, "gap_in_stderr": exact["lhs"] / est.stderr,
             "verdict": decide_interval([z], est.low, est.high, 0.0, below=False),
-            "control_verdict": decide_interval([z_planted], est.low, est.high, 0.0, below=False)}
+            "control_verdict": decide_interval([z_planted], est.low, est.high, 0.0, below=False),
+            "ideal_verdict": ideal_estimate_verdict(exact["lhs"], est.value, est.low, est.high, 0.0, below=False)}
 
 
 def monte_carlo_check(ctx: CheckContext) -> CheckOutcome:
@@ -135,7 +137,8 @@ def monte_carlo_check(ctx: CheckContext) -> CheckOutcome:
                 f"{control.measured['max_abs_z']:.0f} standard errors off (control, {control_verdict}).",
         tables=[Table("gap estimates", ["case", "h", "h'", "exact", "estimate", "stderr", "z", "z vs no-KL",
                                         "verdict"], rows)],
-        control=control, reason="an interval straddles 0 or an estimate disagrees" if verdict == "inconclusive" else "")
+        control=control, positive_control=ideal_estimates_control(cases, "the exact gaps"),
+        reason="an interval straddles 0 or an estimate disagrees" if verdict == "inconclusive" else "")
 
 
 CLAIM = Claim(

@@ -130,3 +130,13 @@ def test_a_pair_whose_parent_information_is_not_resolved_is_not_judged():
     # an estimate far from its exact value still reads inconclusive on an unresolved pair
     wide = types.SimpleNamespace(low=0.0, high=2.0)
     assert claim._judge_ratio({"x": 5.0}, wide, 1.0, resolved=False) == "inconclusive"
+
+
+@pytest.mark.slow
+def test_monte_carlo_positive_control_is_the_exact_ratios_and_passes(quick_outcomes):
+    outcome = quick_outcomes["monte_carlo_check"]
+    positive = outcome.positive_control
+    assert positive.passed, positive
+    # a pair the sample size cannot resolve is left out of the ideal as of the real verdict
+    assert [v == "unresolved" for v in positive.measured["verdicts"]] == [
+        v == "unresolved" for v in outcome.measured["instance_verdicts"]]

@@ -137,3 +137,9 @@ def test_symbolic_check_fails_when_its_derived_result_is_the_planted_perturbatio
                                                                     **sizes)))
     outcome = claim.symbolic_check(CheckContext(tier="quick", seed=0))
     assert outcome.verdict == "fail" and outcome.instance["identities_failed"], outcome.summary
+
+
+@pytest.mark.slow
+def test_monte_carlo_positive_control_is_the_exact_margins_and_passes(quick_outcomes):
+    positive = quick_outcomes["monte_carlo_check"].positive_control
+    assert positive.passed and set(positive.measured["verdicts"]) == {"pass"}, positive
