@@ -140,3 +140,9 @@ def test_monte_carlo_positive_control_is_the_exact_ratios_and_passes(quick_outco
     # a pair the sample size cannot resolve is left out of the ideal as of the real verdict
     assert [v == "unresolved" for v in positive.measured["verdicts"]] == [
         v == "unresolved" for v in outcome.measured["instance_verdicts"]]
+
+
+def test_symbolic_positive_control_passes():
+    # the derived formula through the control's own path with nothing planted (reports.checks.symbolic)
+    positive = claim.symbolic_check(CheckContext(tier="quick", seed=0)).positive_control
+    assert positive.passed and positive.measured["identities_failed"] == [], positive

@@ -110,3 +110,9 @@ def test_a_rule_that_never_agrees_fails_the_monte_carlo_positive_control(monkeyp
     assert set(outcome.positive_control.measured["verdicts"]) == {"inconclusive"}
     verdict, reason = settle(outcome)
     assert verdict == "inconclusive" and NOT_TESTABLE in reason
+
+
+def test_symbolic_positive_control_passes():
+    # the derived formula through the control's own path with nothing planted (reports.checks.symbolic)
+    positive = claim.symbolic_check(CheckContext(tier="quick", seed=0)).positive_control
+    assert positive.passed and positive.measured["identities_failed"] == [], positive

@@ -53,3 +53,9 @@ def test_symbolic_check_fails_when_its_derived_result_is_the_planted_perturbatio
                                                                     **sizes)))
     outcome = claim.symbolic_check(CheckContext(tier="quick", seed=0))
     assert outcome.verdict == "fail" and outcome.instance["identities_failed"], outcome.summary
+
+
+def test_symbolic_positive_control_passes():
+    # the derived formula through the control's own path with nothing planted (reports.checks.symbolic)
+    positive = claim.symbolic_check(CheckContext(tier="quick", seed=0)).positive_control
+    assert positive.passed and positive.measured["identities_failed"] == [], positive

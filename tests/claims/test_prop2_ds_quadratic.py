@@ -298,3 +298,9 @@ def test_ffn_check_on_the_best_bilinear_w_is_refuted_when_converged_and_open_whe
         ffns[seed]["history"]["loss"] = FALLING_LOSS
     out = prop2.prop2_ffn_closes_gap(ctx)
     assert out.verdict == "inconclusive" and "not converged" in out.reason and out.findings[0].status == "open"
+
+
+def test_symbolic_positive_control_passes():
+    # the derived formula through the control's own path with nothing planted (reports.checks.symbolic)
+    positive = prop2.symbolic_check(CheckContext(tier="quick", seed=0)).positive_control
+    assert positive.passed and positive.measured["identities_failed"] == [], positive

@@ -138,3 +138,9 @@ def test_a_rule_that_rejects_everything_fails_the_positive_control(monkeypatch):
     assert not outcome.positive_control.passed
     verdict, reason = settle(outcome)
     assert verdict == "inconclusive" and NOT_TESTABLE in reason
+
+
+def test_symbolic_positive_control_passes():
+    # the derived formula through the control's own path with nothing planted (reports.checks.symbolic)
+    positive = claim.symbolic_check(CheckContext(tier="quick", seed=0)).positive_control
+    assert positive.passed and positive.measured["identities_failed"] == [], positive

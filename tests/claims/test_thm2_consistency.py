@@ -179,3 +179,9 @@ def test_model_check_fails_a_converged_run_that_cannot_represent_bma(monkeypatch
     outcome = claim.model_check(CheckContext(tier="quick", seed=0))
     assert outcome.converged["plateaued"] is True and outcome.verdict == "fail", outcome.summary
     assert settle(outcome) == ("fail", "")
+
+
+def test_symbolic_positive_control_passes():
+    # the derived formula through the control's own path with nothing planted (reports.checks.symbolic)
+    positive = claim.symbolic_check(CheckContext(tier="quick", seed=0)).positive_control
+    assert positive.passed and positive.measured["identities_failed"] == [], positive

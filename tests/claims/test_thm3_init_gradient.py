@@ -143,3 +143,9 @@ def test_symbolic_check_fails_when_its_derived_result_is_the_planted_perturbatio
 def test_monte_carlo_positive_control_is_the_exact_margins_and_passes(quick_outcomes):
     positive = quick_outcomes["monte_carlo_check"].positive_control
     assert positive.passed and set(positive.measured["verdicts"]) == {"pass"}, positive
+
+
+def test_symbolic_positive_control_passes():
+    # the derived formula through the control's own path with nothing planted (reports.checks.symbolic)
+    positive = claim.symbolic_check(CheckContext(tier="quick", seed=0)).positive_control
+    assert positive.passed and positive.measured["identities_failed"] == [], positive
