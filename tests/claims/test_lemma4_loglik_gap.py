@@ -116,3 +116,26 @@ def test_symbolic_positive_control_passes():
     # the derived formula through the control's own path with nothing planted (reports.checks.symbolic)
     positive = claim.symbolic_check(CheckContext(tier="quick", seed=0)).positive_control
     assert positive.passed and positive.measured["identities_failed"] == [], positive
+
+
+@pytest.mark.slow
+def test_exact_positive_control_is_the_enumerated_identity_and_passes(quick_outcomes):
+    positive = quick_outcomes["exact_check"].positive_control
+    assert positive.passed and positive.measured["identity_error"] <= numeric_common.IDENTITY_ATOL, positive
+    assert positive.measured["lhs"] > 0
+
+
+def test_a_wrong_enumerated_identity_fails_the_exact_positive_control(monkeypatch):
+    # Planted wrong ideal: the right side without its E KL term; the exact check is then not testable.
+    right = claim.lemma4_terms
+
+    def without_kl(*args):
+        terms = right(*args)
+        return {**terms, "rhs": terms["rhs"] - terms["kl"]}
+
+    monkeypatch.setitem(numeric_common.SIZES, "quick", SMALL)
+    monkeypatch.setattr(claim, "lemma4_terms", without_kl)
+    outcome = claim.exact_check(CheckContext(tier="quick", seed=0))
+    assert outcome.verdict == "pass" and not outcome.positive_control.passed
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_TESTABLE in reason
