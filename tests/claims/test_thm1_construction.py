@@ -144,3 +144,17 @@ def test_symbolic_positive_control_passes():
     # the derived formula through the control's own path with nothing planted (reports.checks.symbolic)
     positive = claim.symbolic_check(CheckContext(tier="quick", seed=0)).positive_control
     assert positive.passed and positive.measured["identities_failed"] == [], positive
+
+
+def test_rate_check_positive_control_fits_rate_one_and_passes():
+    positive = claim.rate_check(CheckContext(tier="quick", seed=0)).positive_control
+    assert positive.passed and abs(positive.measured["fitted_rate"] - 1.0) < 1e-9, positive
+    assert len(positive.measured["fitted_beta"]) >= 2
+
+
+def test_a_rule_with_no_tolerance_left_fails_the_rate_checks_positive_control(monkeypatch):
+    # Planted broken rule: a negative tolerance rejects even the exact e^{−β} curve.
+    monkeypatch.setattr(claim, "RATE_TOL", -1.0)
+    outcome = claim.rate_check(CheckContext(tier="quick", seed=0))
+    assert not outcome.positive_control.passed
+    assert settle(outcome)[0] == "inconclusive" and NOT_TESTABLE in settle(outcome)[1]
