@@ -19,8 +19,10 @@ from bma_verify.numerics.dag_agreement import transposed_parent_order
 from bma_verify.numerics.task import random_kernel, sample_task
 from bma_verify.reports.checks.dag_common import IDENTITY_ATOL, combine_verdicts
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table, new_figure, save_figure
-from bma_verify.theory.dag_construction import CONSTRUCTION_CONTEXT, derive_dag_construction, transposed_log_table
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, PositiveControl, Table, new_figure,
+                                     save_figure)
+from bma_verify.theory.dag_construction import (CONSTRUCTION_CONTEXT, derive_dag_construction, log_table,
+                                                transposed_log_table)
 
 #: Random kernels at which the symbolic posterior is compared with numerics.dag_parent_posterior.
 SIZES = {"quick": {"symbolic_points": 6}, "full": {"symbolic_points": 24}}
@@ -177,6 +179,11 @@ def ext_dag_construction_symbolic(ctx: CheckContext) -> CheckOutcome:
     control = Control("T = log π_2 with its two parents transposed, through the same residuals and numeric "
                       "comparison", {"identities_failed": [k for k, ok in c_status.items() if not ok],
                                      "max_abs_error": c_error}, rejected=c_verdict != "pass")
+    _, p_status, p_error, p_verdict = symbolic_run(ctx, log_table)
+    positive = PositiveControl("T = log π_2 passed as a table, as the control's is (the control's path with the true "
+                               "table), through the same residuals and numeric comparison",
+                               {"identities_failed": [k for k, ok in p_status.items() if not ok],
+                                "max_abs_error": float(p_error)}, p_verdict == "pass")
     return CheckOutcome(
         verdict=verdict,
         measured={"identities": status, "max_abs_error": error},
@@ -189,7 +196,7 @@ def ext_dag_construction_symbolic(ctx: CheckContext) -> CheckOutcome:
                 f"numerics.dag_parent_posterior to {error:.1e}; with T's parents transposed "
                 f"{len(control.measured['identities_failed'])} identities fail and the error is {c_error:.2f} "
                 f"(control, {'rejected' if control.rejected else 'NOT rejected'}).",
-        derivation=derivation.latex_steps(), control=control,
+        derivation=derivation.latex_steps(), control=control, positive_control=positive,
         # rounding of a lambdified ratio (≤ 1e-15): abs 1e-12
         tolerances={"max_abs_error": {"abs": 1e-12}})
 

@@ -46,3 +46,17 @@ def test_construction_rule_and_rate_fit():
     betas = np.arange(1.0, 20.0)
     assert C.fit_rate(betas, np.exp(-0.7 * betas)) == pytest.approx(0.7, rel=1e-9)
     assert C.fit_rate(betas, np.full(betas.size, 0.3)) == 0.0  # nothing in the fit range
+
+
+def test_construction_symbolic_positive_control_is_the_true_table_and_passes(ctx):
+    positive = C.ext_dag_construction_symbolic(ctx).positive_control
+    assert positive.passed and positive.measured["identities_failed"] == [], positive
+    assert positive.measured["max_abs_error"] < 1e-12
+
+
+def test_a_wrong_true_table_fails_the_symbolic_positive_control(ctx, monkeypatch):
+    # Planted wrong ideal: the "true" table is the transposed one; the check is then not testable.
+    monkeypatch.setattr(C, "log_table", C.transposed_log_table)
+    outcome = C.ext_dag_construction_symbolic(ctx)
+    assert outcome.verdict == "pass" and not outcome.positive_control.passed
+    assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]

@@ -74,3 +74,18 @@ def test_lemma4_monte_carlo_is_not_discriminating_when_the_planted_value_is_the_
 
     monkeypatch.setattr(L4, "dag_lemma4_monte_carlo", harmless)
     assert not_discriminating(L4.ext_dag_lemma4_sets_monte_carlo(ctx))
+
+
+def test_lemma4_symbolic_and_monte_carlo_positive_controls_pass(ctx):
+    symbolic = L4.ext_dag_lemma4_sets_symbolic(ctx).positive_control
+    assert symbolic.passed and symbolic.measured["identities_failed"] == [], symbolic
+    mc = L4.ext_dag_lemma4_sets_monte_carlo(ctx).positive_control
+    assert mc.passed and set(mc.measured["verdicts"]) == {"pass"}, mc
+
+
+def test_lemma4_monte_carlo_positive_control_fails_under_a_rule_that_never_agrees(ctx, monkeypatch):
+    # Planted broken rule: no estimate agrees with its exact value (Z_AGREE < 0), not even the exact value itself.
+    monkeypatch.setattr(L4, "Z_AGREE", -1.0)
+    outcome = L4.ext_dag_lemma4_sets_monte_carlo(ctx)
+    assert not outcome.positive_control.passed
+    assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]
