@@ -146,3 +146,19 @@ def test_symbolic_positive_control_passes():
     # the derived formula through the control's own path with nothing planted (reports.checks.symbolic)
     positive = claim.symbolic_check(CheckContext(tier="quick", seed=0)).positive_control
     assert positive.passed and positive.measured["identities_failed"] == [], positive
+
+
+@pytest.mark.slow
+def test_exact_positive_control_is_an_enumerated_chain_and_passes(quick_outcomes):
+    positive = quick_outcomes["exact_check"].positive_control
+    assert positive.passed and 0 < positive.measured["max_ratio"] < 0.9, positive
+
+
+def test_an_ideal_outside_the_hypothesis_fails_the_exact_positive_control(monkeypatch, tmp_path):
+    # Planted wrong ideal: flip probability 0 (the copy kernel, ε = 0), where the ratio is exactly 1.
+    monkeypatch.setitem(claim.FLIP_POSITIVE, "flip", 0.0)
+    monkeypatch.setitem(numeric_common.SIZES, "quick", {**numeric_common.SIZES["quick"], "lemma3_instances": 24,
+                                                        "lemma3_chunk": 24})
+    outcome = claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    assert not outcome.positive_control.passed and outcome.positive_control.measured["max_ratio"] == pytest.approx(1.0)
+    assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]
