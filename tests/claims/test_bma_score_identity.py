@@ -99,3 +99,28 @@ def test_symbolic_positive_control_passes():
     # the derived formula through the control's own path with nothing planted (reports.checks.symbolic)
     positive = claim.symbolic_check(CheckContext(tier="quick", seed=0)).positive_control
     assert positive.passed and positive.measured["identities_failed"] == [], positive
+
+
+def test_exact_positive_control_is_the_empty_context_prior_and_passes(tmp_path):
+    positive = claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)).positive_control
+    assert positive.passed and positive.measured["max_abs_error"] <= 1e-14, positive
+
+
+def test_a_wrong_factorised_posterior_fails_the_exact_check_and_leaves_its_positive_control(monkeypatch, tmp_path):
+    # The ideal stands in parent_posterior's place: a planted wrong parent_posterior is a fail, not "not testable".
+    right = claim.parent_posterior
+    monkeypatch.setitem(claim.POSTERIOR_CONTEXTS, "quick", SMALL)
+    monkeypatch.setattr(claim, "parent_posterior", lambda kernel, context: 0.99 * right(kernel, context))
+    outcome = claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    assert outcome.positive_control.passed and settle(outcome) == ("fail", "")
+
+
+def test_a_broken_enumeration_fails_the_exact_positive_control(monkeypatch, tmp_path):
+    # Planted: the reference (enumeration over trees) loses 1% of each row's mass; the check is not testable.
+    right = claim.brute_force_parent_posterior
+    monkeypatch.setitem(claim.POSTERIOR_CONTEXTS, "quick", SMALL)
+    monkeypatch.setattr(claim, "brute_force_parent_posterior", lambda kernel, context: 0.99 * right(kernel, context))
+    outcome = claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    assert not outcome.positive_control.passed and outcome.positive_control.measured["max_abs_error"] > 1e-3
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_TESTABLE in reason
