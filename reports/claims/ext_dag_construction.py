@@ -69,6 +69,18 @@ def construction_cases(rng: np.random.Generator) -> tuple[list[dict], list[dict]
     return cases, control_cases
 
 
+def exponential_ideal(cases: list[dict]) -> PositiveControl:
+    """The rule on its ideal: per instance, errors falling exactly as e^(−β) (the construction's O(e^(−β)), rate 1)
+    from that instance's own error at the smallest β, fitted and judged as the real errors are."""
+    betas = np.asarray(CONSTRUCTION_BETAS)
+    ideal = [c["posterior_error"][0] * np.exp(betas[0] - betas) for c in cases]
+    finals, rates = [float(e[-1]) for e in ideal], [fit_rate(betas, e) for e in ideal]
+    verdict = combine_verdicts(decide_construction(f, r) for f, r in zip(finals, rates))
+    return PositiveControl("errors falling exactly as e^(−β) from each instance's own error at the smallest β, judged "
+                           "by the same rule (final error and fitted rate; the k = 1 comparison is not re-run)",
+                           {"final_errors": finals, "rates": rates}, verdict == "pass")
+
+
 def tree_difference(rng: np.random.Generator) -> float:
     """k = 1: the pair model is the tree construction (same copier; T = log π as one block of W_KQ); the largest
     difference of their attention and predictions."""
@@ -141,6 +153,7 @@ def ext_dag_construction_model(ctx: CheckContext) -> CheckOutcome:
         threshold={"final_error": CONSTRUCTION_ATOL, "rate": f">= {MIN_RATE}", "k1_difference_to_tree": 1e-12},
         summary=_model_summary(final, rates, k1_difference, control_cases, control),
         tables=[_model_table(cases, control_cases)], figures=[figure], control=control,
+        positive_control=exponential_ideal(cases),
         # float64 torch. final_error is rounding: abs 1e-11 (100x below CONSTRUCTION_ATOL). Rounding moves the
         # fitted rates (≈ 1.000, fitted on errors in FIT_RANGE) by ≤ 3e-6: rel 1e-4, far below the effect
         tolerances={"final_error": {"abs": 1e-11}, "rates": {"rel": 1e-4}, "k1_difference_to_tree": {"abs": 1e-13}})

@@ -60,3 +60,16 @@ def test_a_wrong_true_table_fails_the_symbolic_positive_control(ctx, monkeypatch
     outcome = C.ext_dag_construction_symbolic(ctx)
     assert outcome.verdict == "pass" and not outcome.positive_control.passed
     assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]
+
+
+def test_construction_model_positive_control_is_an_exact_exponential_and_passes(ctx):
+    positive = C.ext_dag_construction_model(ctx).positive_control
+    assert positive.passed and all(abs(r - 1.0) < 1e-9 for r in positive.measured["rates"]), positive
+
+
+def test_a_rate_bar_above_the_theorys_fails_the_model_positive_control(ctx, monkeypatch):
+    # Planted broken rule: a minimum rate of 2, which even the exact e^(−β) decay cannot meet.
+    monkeypatch.setattr(C, "MIN_RATE", 2.0)
+    outcome = C.ext_dag_construction_model(ctx)
+    assert not outcome.positive_control.passed
+    assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]
