@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from bma_verify.numerics.dag import dag_candidate_sets
+from bma_verify.numerics.dag import dag_candidate_sets, encode_parent_values
+from bma_verify.numerics.dag_enumeration import dag_sequence_distribution
 from bma_verify.numerics.dag_law import draw_dag_instance, overlap_ratio_one_instance
 from bma_verify.numerics.dag_lemma4 import (dag_lemma4_monte_carlo, dag_lemma4_sweep, dag_lemma4_terms,
                                             lemma4_close_call_instance)
@@ -125,6 +126,25 @@ def _exact_findings(sweep: dict, flat: dict, flat_terms: dict) -> list[Finding]:
     ]
 
 
+def enumerated_identity(rng: np.random.Generator) -> dict:
+    """Lemma 4 for sets on one random DAG by enumerating every sequence: Δ = Σ_x P(x)[log π(x_h|x_T) −
+    log π(x_h|x_S)] over the full law (not from joints), beside the two right sides of ``dag_lemma4_terms``;
+    h = H − 1 and S the first other k-set."""
+    instance = draw_dag_instance(rng)
+    kernels, parent_sets, H, k, d = (instance[key] for key in ("kernels", "parent_sets", "H", "k", "d"))
+    h = H - 1
+    T = tuple(int(p) for p in parent_sets[h])
+    S = next(tuple(int(p) for p in c) for c in dag_candidate_sets(H, k)[:math.comb(h, k)].tolist()
+             if tuple(c) != T)
+    terms = dag_lemma4_terms(kernels, parent_sets, h, S, instance["init"])
+    sequences, probabilities = dag_sequence_distribution(kernels, parent_sets, instance["init"])
+    log_pi, x = np.log(kernels[-1]), sequences.astype(np.int64)
+    rows_T, rows_S = encode_parent_values(x[:, list(terms["T"])], d), encode_parent_values(x[:, list(terms["S"])], d)
+    delta = float(probabilities @ (log_pi[rows_T, x[:, h]] - log_pi[rows_S, x[:, h]]))
+    error = max(abs(delta - terms["rhs"]), abs(delta - terms["kl_true_vs_candidate"]))
+    return {"d": d, "k": k, "H": H, "h": h, "S": list(S), "delta": delta, "identity_error": error}
+
+
 def ext_dag_lemma4_sets_exact(ctx: CheckContext) -> CheckOutcome:
     """Lemma 4 for sets from exact joints on every (h, S) of random DAGs (both μ₀): Δ = ΔI + E KL = Σ r KL, Δ > 0
     on random kernels; on the planted instance where π ignores the non-shared parent, Δ = 0 (the strictness
@@ -140,6 +160,11 @@ def ext_dag_lemma4_sets_exact(ctx: CheckContext) -> CheckOutcome:
                       "side", {"max_identity_error": planted},
                       rejected=decide_lemma4(planted, sweep["nonpositive"]) != "pass")
     flat, flat_terms = planted_flat_gap()
+    enumerated = enumerated_identity(ctx.rng("ext-dag-lemma4-sets/enumerated"))
+    positive = PositiveControl("Δ on one random DAG by enumerating every sequence, against both right sides, judged by "
+                               "the same rule (the sweep's input is already exact: an independent exact value)",
+                               enumerated, decide_lemma4(enumerated["identity_error"],
+                                                         int(enumerated["delta"] <= 0)) == "pass")
     return CheckOutcome(
         verdict=verdict,
         measured={"pairs": sweep["pairs"], "disjoint": sweep["disjoint"], "overlapping": sweep["overlapping"],
@@ -151,7 +176,7 @@ def ext_dag_lemma4_sets_exact(ctx: CheckContext) -> CheckOutcome:
                 f"smallest gap {sweep['min_gap']:.2e} ({sweep['nonpositive']} non-positive); on the planted kernel "
                 f"that ignores the non-shared parent Δ = {flat_terms['lhs']:.1e} (not strict there); without the "
                 f"E KL term the identity is off by {planted:.3f} (control, rejected).",
-        findings=_exact_findings(sweep, flat, flat_terms), control=control,
+        findings=_exact_findings(sweep, flat, flat_terms), control=control, positive_control=positive,
         instance={"target": "dag-lemma4", **sweep["min_gap_instance"]} if verdict == "fail" else None,
         # identity errors are float64 rounding (~1e-16): abs 1e-13; min_gap is a difference of exact sums (rel
         # 1e-6); the planted flat gap is rounding around 0 (abs 1e-13)

@@ -89,3 +89,22 @@ def test_lemma4_monte_carlo_positive_control_fails_under_a_rule_that_never_agree
     outcome = L4.ext_dag_lemma4_sets_monte_carlo(ctx)
     assert not outcome.positive_control.passed
     assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]
+
+
+def test_lemma4_exact_positive_control_is_an_enumerated_dag_and_passes(ctx):
+    positive = L4.ext_dag_lemma4_sets_exact(ctx).positive_control
+    assert positive.passed and positive.measured["identity_error"] < 1e-13 and positive.measured["delta"] > 0
+
+
+def test_lemma4_exact_positive_control_fails_on_a_right_side_without_kl(ctx, monkeypatch):
+    # Planted wrong ideal: both right sides lose E KL; the enumerated Δ no longer matches them.
+    right = L4.dag_lemma4_terms
+
+    def without_kl(*args):
+        terms = right(*args)
+        return {**terms, "rhs": terms["rhs"] - terms["kl"], "kl_true_vs_candidate": terms["rhs"] - terms["kl"]}
+
+    monkeypatch.setattr(L4, "dag_lemma4_terms", without_kl)
+    outcome = L4.ext_dag_lemma4_sets_exact(ctx)
+    assert not outcome.positive_control.passed
+    assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]
