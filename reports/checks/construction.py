@@ -52,6 +52,6 @@ def limit_control(kernel: np.ndarray, batch: numerics.TaskBatch, keys: tuple[str
     limit = limit_errors(kernel, batch)
     errors = {key: limit[key] for key in keys}
     return PositiveControl("the construction's β → ∞ limit computed without the model (softmax of Σ_l log π and its "
-                           "mixture over π(·|x_h')), against the same BMA references (numerics computes BMA by this formula too: "
-                           "this checks the rule and the references agree, not the model)", errors,
+                           "mixture over π(·|x_h')), against the same BMA references (numerics computes BMA by this "
+                           "formula too: this checks the rule and the references agree, not the model)", errors,
                            decide_construction(errors) == "pass")

@@ -51,8 +51,8 @@ def tree_control(rng, contexts: int) -> PositiveControl:
         context = sample_chains(kernel, random_parents(H, rng=rng), L, rng=rng)
         enumerated = brute_force_parent_posterior(kernel, context)
         error = max(error, float(abs(enumerated - parent_posterior(kernel, context)).max()))
-    return PositiveControl("the tree identity (k = 1, known to hold: bma-score-identity), Bayes over every tree against "
-                           "parent_posterior, judged by the same rule: a true factorisation, not the DAG one",
+    return PositiveControl("the tree identity (k = 1, known to hold: bma-score-identity), Bayes over every tree "
+                           "against parent_posterior, judged by the same rule: a true factorisation, not the DAG one",
                            {"max_error": error, "contexts": contexts}, decide_posterior(error, 0) == "pass")
 
 

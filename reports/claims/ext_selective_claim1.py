@@ -149,8 +149,8 @@ def claim1_monte_carlo(ctx: CheckContext) -> CheckOutcome:
     decided = decide_monte_carlo(gaps)
     # the ideal estimate: every mean on its exact (closed-form) gap, with the real standard errors
     ideal = decide_monte_carlo({"mean": gaps["exact"], "se": gaps["se"], "exact": gaps["exact"]})
-    positive = PositiveControl(f"means equal to the closed-form gaps (z = 0), each with its real standard error, judged "
-                               f"by the same rule (lower {Z:g}-SE bound > 0)", ideal, ideal["verdict"] == "pass")
+    positive = PositiveControl(f"means equal to the closed-form gaps (z = 0), each with its real standard error, "
+                               f"judged by the same rule (lower {Z:g}-SE bound > 0)", ideal, ideal["verdict"] == "pass")
     power = [exchanged_monte_carlo(monte_carlo_gaps(towards_mu(kernel, w), lags, sizes, rng)) | {"weight": w}
              for w in POWER_WEIGHTS]
     planted = power[POWER_WEIGHTS.index(CONTROL_WEIGHT)]

@@ -149,7 +149,8 @@ def footnote1_selective_induction(ctx: CheckContext) -> CheckOutcome:
                f"(finding); on our per-lag variant its own mapping is exact to {measured['per_lag_max_error']:.1e}.")
     positive = PositiveControl("the tree construction on our per-lag variant (first κ tokens from μ), with that "
                                "variant's own mapping, against its Bayes predictor (a case where the construction is "
-                               "exact): the same rule, same kernels and lag sets", {"max_error": measured["per_lag_max_error"]},
+                               "exact): the same rule, same kernels and lag sets",
+                               {"max_error": measured["per_lag_max_error"]},
                                decide_exact(measured["per_lag_max_error"]) == "pass")
     return CheckOutcome(verdict=verdict, measured=measured, threshold={"max_error": EXACT_ATOL}, summary=summary,
                         tables=[_exact_table(records)], findings=exact_findings(records), control=control,
