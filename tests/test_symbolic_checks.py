@@ -164,3 +164,16 @@ def test_a_wrong_ideal_fails_the_positive_control_so_the_check_is_not_testable(c
     assert outcome.positive_control.measured["identities_failed"]
     verdict, reason = settle(outcome)
     assert verdict == "inconclusive" and NOT_TESTABLE in reason
+
+
+@pytest.mark.parametrize("claim_id", CLAIM_IDS)
+def test_a_wrong_derived_result_still_reads_fail_beside_its_positive_control(claim_id, monkeypatch):
+    # The check's derive replaced by the control's wrong expression: the verdict is fail and stays fail after
+    # settle, since the positive control re-derives through theory's own perturb path (nothing planted).
+    module, name = _symbolic_spec(_check(claim_id))
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, dataclasses.replace(
+        real, derive=lambda *args: real.perturb(*args, perturbation=real.perturbation)))
+    outcome = _quick(claim_id)
+    assert outcome.verdict == "fail" and outcome.positive_control.passed
+    assert settle(outcome) == ("fail", "")

@@ -20,7 +20,8 @@ Positive control: the derived results are themselves the ideal (the true formula
 control's own path with nothing planted (:func:`nothing_planted`): the same ``perturb`` re-derivation of every
 identity, the same ``verify`` at the same points, the same :func:`decide`. It passes when that path accepts the
 unperturbed formula, which shows the control is rejected for what was planted, not for the path it takes. It is not
-independent of the derivation: a wrong derivation fails it too (the check then reads ``inconclusive``).
+independent of theory's derivation (``perturb`` re-derives it): a derivation wrong in ``theory`` fails it too, and the
+check then reads ``inconclusive``; a wrong result handed to the check's ``derive`` alone still reads ``fail``.
 """
 from __future__ import annotations
 
