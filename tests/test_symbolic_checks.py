@@ -5,7 +5,9 @@ cold cache).
 Negative controls: each check applies the shared decision (residuals exactly 0 AND numerics within tolerance) to a
 perturbed derived expression (its ``SymbolicCheck.perturbation``) and must reject it; with the perturbation removed
 (the control is then the true expression) the control is accepted, so ``reports.core.settle`` must withhold the
-pass as ``inconclusive (not discriminating)``. Tests of one claim's symbolic check live in tests/claims/.
+pass as ``inconclusive (not discriminating)``. The control's path with nothing planted must pass the same decision
+(else the control is not rejected for what was planted); a wrong derived result still reads ``fail``. Tests of one
+claim's symbolic check live in tests/claims/.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pytest
 
 from bma_verify import theory
 from bma_verify.reports.builder import run_claims
+from bma_verify.reports.checks import symbolic
 from bma_verify.reports.checks.symbolic import SymbolicCheck
 from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
 from bma_verify.reports.registry import CLAIMS
@@ -136,3 +139,41 @@ def test_regression_tolerances_bound_rounding_errors_without_pinning_them():
     outcome = _quick("prop2-ds-quadratic")
     bound = outcome.tolerances["errors"]["abs"]
     assert 1000 * outcome.measured["max_abs_error"] <= bound <= DEFAULT_TOLERANCE
+
+
+@pytest.mark.parametrize("claim_id", CLAIM_IDS)
+def test_the_control_path_accepts_the_unperturbed_formula(claim_id):
+    # Compared against: the control's own path (perturb, re-derived identities, verify at the same points) with
+    # nothing planted: every identity holds and every comparison is within rounding, so the rule passes it.
+    outcome = _quick(claim_id)
+    unplanted = outcome.control.measured["same_path_unplanted"]
+    assert unplanted["passed"] and outcome.control.rejected, unplanted
+    assert unplanted["identities_failed"] == [] and unplanted["errors_over_tolerance"] == {}
+    assert unplanted["max_abs_error"] <= unplanted["tolerance"]
+    assert outcome.positive_control is None and settle(outcome) == ("pass", "")
+    json.dumps(outcome.control.as_dict())
+
+
+@pytest.mark.parametrize("claim_id", CLAIM_IDS)
+def test_a_control_path_that_rejects_the_true_formula_cannot_reject_the_control(claim_id, monkeypatch):
+    # Planted: the "nothing planted" path carries the check's own wrong formula (its negative control's perturbation),
+    # so the path rejects everything: the control is not counted as rejected and the pass is withheld.
+    module, name = _symbolic_spec(_check(claim_id))
+    monkeypatch.setattr(symbolic, "nothing_planted", getattr(module, name).perturbation)
+    outcome = _quick(claim_id)
+    assert outcome.verdict == "pass" and not outcome.control.measured["same_path_unplanted"]["passed"]
+    assert not outcome.control.rejected
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
+
+
+@pytest.mark.parametrize("claim_id", CLAIM_IDS)
+def test_a_wrong_derived_result_still_reads_fail_beside_its_positive_control(claim_id, monkeypatch):
+    # The check's derive replaced by the control's wrong expression: the verdict is fail and stays fail after
+    # settle, since the positive control re-derives through theory's own perturb path (nothing planted).
+    module, name = _symbolic_spec(_check(claim_id))
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, dataclasses.replace(
+        real, derive=lambda *args: real.perturb(*args, perturbation=real.perturbation)))
+    outcome = _quick(claim_id)
+    assert outcome.verdict == "fail" and settle(outcome) == ("fail", "")

@@ -3,7 +3,8 @@ lemma4-loglik-gap), the Monte Carlo agreement-and-interval rule, the stored coun
 
 Every check applies its decision rule twice in the same call: to the real input and to a negative control known
 to be false (a planted wrong formula, a violated bound, a shuffled parent label). A Monte Carlo estimate is judged
-by its agreement with its exact value (|z| ≤ ``Z_AGREE``) and by its interval against the bound.
+by its agreement with its exact value (|z| ≤ ``Z_AGREE``) and by its interval against the bound. Its positive
+control (:func:`ideal_estimate_verdict`) is the same rule on the ideal estimate, one that lands on the exact value.
 
 Regression tolerances: every value of these checks is a function of the report seed alone. The exact values are
 float64 sums, and the Monte Carlo values come from NumPy generators seeded from the report seed, so a rerun with
@@ -20,7 +21,7 @@ import numpy as np
 
 from bma_verify.numerics.claim_sweeps import merge_sweeps
 from bma_verify.numerics.dpi_sweep import lemma3_sweep_chunk
-from bma_verify.reports.core import CheckContext, save_figure, verdict_from_interval
+from bma_verify.reports.core import CheckContext, PositiveControl, save_figure, verdict_from_interval
 from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
 
 #: Sizes shared by two claims: the Lemma 3 sweep (lemma3 and lemma4 exact checks) and the Monte Carlo pairs
@@ -99,3 +100,23 @@ def decide_interval(z, low, high, bound: float, *, below: bool = True) -> str:
         return "inconclusive"
     return combine_verdicts(verdict_from_interval(lo, hi, bound, below=below)
                             for lo, hi in zip(np.atleast_1d(low), np.atleast_1d(high)))
+
+
+def ideal_estimate_verdict(exact, estimate, low, high, bound: float, *, below: bool = True) -> str:
+    """:func:`decide_interval` on the ideal estimate: one that lands on its exact value (z = 0), with the real
+    estimate's interval moved to centre on it (same width: the same sample size). It passes when the check's
+    sample size can decide the bound at the exact value; inconclusive when the exact value lies within the interval's
+    half-width of the bound; fail when the exact value is on the wrong side."""
+    shift = np.asarray(exact, dtype=float) - np.asarray(estimate, dtype=float)
+    return decide_interval(np.zeros(np.size(shift)), np.asarray(low) + shift, np.asarray(high) + shift, bound,
+                           below=below)
+
+
+def ideal_estimates_control(cases: list[dict], estimates: str) -> PositiveControl:
+    """The positive control of a Monte Carlo check: every case's ``ideal_verdict`` (:func:`ideal_estimate_verdict`),
+    combined as the real verdicts are (a case ``unresolved`` by its sample size, as lemma3-strict-dpi has, is left
+    out); ``estimates`` names what the ideal estimates equal (e.g. "the exact gaps")."""
+    verdicts = [c["ideal_verdict"] for c in cases]
+    passed = combine_verdicts(v for v in verdicts if v != "unresolved") == "pass"
+    return PositiveControl(f"estimates equal to {estimates} (z = 0), each with its real estimate's interval width, "
+                           "judged by the same rule", {"verdicts": verdicts}, passed)

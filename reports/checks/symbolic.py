@@ -15,6 +15,13 @@ Negative control: in the same call, the same decision is applied to a perturbed 
 term, an exponent x4, a transposed kernel), whose identities are re-derived by the derivation's own code and which
 the verifier compares with the same numerics at the same random points. The control is rejected when that
 decision is not ``pass``.
+
+The control's path is also run with nothing planted (:func:`nothing_planted`): the same ``perturb`` re-derivation of
+every identity, the same ``verify`` at the same points, the same :func:`decide`. The control counts as rejected only
+when that path accepts the unperturbed formula, so it is rejected for what was planted, not for the path it takes.
+This is part of the negative control, not a positive control: the derived formula is the ideal, and a run of it that
+is not independent of ``theory`` must never turn a failing derivation into "not testable" (a wrong derivation reads
+``fail``).
 """
 from __future__ import annotations
 
@@ -67,28 +74,46 @@ class SymbolicCheck:
         return dict(self.sizes[ctx.tier])
 
 
+def nothing_planted(results) -> dict:
+    """The perturbation of the positive control: it replaces no result (the derivation's formula, unchanged)."""
+    return {}
+
+
 @dataclass(frozen=True)
 class SymbolicRun:
-    """The derivations and verification of a check, and the same for its control (same random points)."""
+    """The derivations and verification of a check, the same for its control, and the same for the control's path
+    with nothing planted (the positive control); all three at the same random points."""
 
     derivations: list[Derivation]
     verification: Verification
     control_derivations: list[Derivation]
     control_verification: Verification
+    ideal_derivations: list[Derivation]
+    ideal_verification: Verification
 
 
 def run_symbolic(ctx: CheckContext, check: SymbolicCheck, derive_args: list[tuple]) -> SymbolicRun:
-    """Derive once per argument tuple, verify at the tier's sizes, then the same for the perturbed control.
+    """Derive once per argument tuple, verify at the tier's sizes, then the same for the perturbed control and for
+    the control's path with :func:`nothing_planted`.
 
-    Both verifications draw from a fresh ``ctx.rng(f"symbolic:{claim}")``, so the control sees the same points.
+    Every verification draws from a fresh ``ctx.rng(f"symbolic:{claim}")``, so the controls see the same points.
     """
     sizes = check.sizes_for(ctx)
     derivations = [check.derive(*args) for args in derive_args]
     verification = check.verify(ctx.rng(f"symbolic:{check.claim}"), **sizes)
-    control_derivations = [check.perturb(*args, perturbation=check.perturbation) for args in derive_args]
-    control_verification = check.verify(ctx.rng(f"symbolic:{check.claim}"), perturbation=check.perturbation,
-                                        **sizes)
-    return SymbolicRun(derivations, verification, control_derivations, control_verification)
+    control_derivations, control_verification = perturbed_run(ctx, check, derive_args, check.perturbation)
+    ideal_derivations, ideal_verification = perturbed_run(ctx, check, derive_args, nothing_planted)
+    return SymbolicRun(derivations, verification, control_derivations, control_verification, ideal_derivations,
+                       ideal_verification)
+
+
+def perturbed_run(ctx: CheckContext, check: SymbolicCheck, derive_args: list[tuple],
+                  perturbation) -> tuple[list[Derivation], Verification]:
+    """The derivations re-derived under ``perturbation`` and their verification at the check's random points."""
+    derivations = [check.perturb(*args, perturbation=perturbation) for args in derive_args]
+    verification = check.verify(ctx.rng(f"symbolic:{check.claim}"), perturbation=perturbation,
+                                **check.sizes_for(ctx))
+    return derivations, verification
 
 
 def decide(derivations: list[Derivation], verification: Verification) -> tuple[str, dict[str, bool]]:
@@ -102,16 +127,25 @@ def decide(derivations: list[Derivation], verification: Verification) -> tuple[s
     return ("pass" if all(status.values()) and verification.passed else "fail"), status
 
 
-def _control(check: SymbolicCheck, derivations: list[Derivation], verification: Verification) -> Control:
-    """The control: :func:`decide` on the perturbed derivations and their verification."""
+def _decided(derivations: list[Derivation], verification: Verification) -> tuple[str, dict]:
+    """:func:`decide` and what it saw (the identities that failed, the comparisons over tolerance)."""
     verdict, status = decide(derivations, verification)
-    failed = [name for name, ok in status.items() if not ok]
+    return verdict, {"identities_failed": [name for name, ok in status.items() if not ok],
+                     "errors_over_tolerance": verification.errors_over_tolerance,
+                     "negative_slacks": verification.negative_slacks, "max_abs_error": verification.max_abs_error,
+                     "tolerance": verification.tolerance}
+
+
+def _control(check: SymbolicCheck, run: SymbolicRun) -> Control:
+    """The control: :func:`decide` on the perturbed derivations and their verification; rejected only when the same
+    path with nothing planted passes (``same_path_unplanted``)."""
+    verdict, seen = _decided(run.control_derivations, run.control_verification)
+    unplanted_verdict, unplanted = _decided(run.ideal_derivations, run.ideal_verification)
     return Control(
-        description=f"{check.control}, through the same residuals and numeric comparison",
-        measured={"identities_failed": failed, "errors_over_tolerance": verification.errors_over_tolerance,
-                  "negative_slacks": verification.negative_slacks,
-                  "max_abs_error": verification.max_abs_error, "tolerance": verification.tolerance},
-        rejected=verdict != "pass",
+        description=f"{check.control}, through the same residuals and numeric comparison (the same path with "
+                    "nothing planted must pass)",
+        measured={**seen, "same_path_unplanted": {**unplanted, "passed": unplanted_verdict == "pass"}},
+        rejected=verdict != "pass" and unplanted_verdict == "pass",
     )
 
 
@@ -165,7 +199,7 @@ def symbolic_outcome(ctx: CheckContext, check: SymbolicCheck, run: SymbolicRun, 
     definitions: dict[str, bool] = {}
     for derivation in run.derivations:
         definitions.update(derivation.definition_status())
-    control = _control(check, run.control_derivations, run.control_verification)
+    control = _control(check, run)
     return CheckOutcome(
         verdict=verdict,
         measured={"identities_hold": all(status.values()), "identities": status, "definitions": definitions,

@@ -13,10 +13,10 @@ from bma_verify.numerics.bma import parent_posterior, selector_attention
 from bma_verify.numerics.enumeration import brute_force_parent_posterior
 from bma_verify.numerics.task import random_kernel, random_parents, sample_chains
 from bma_verify.reports.checks.construction import (CONSTRUCTION_TOL, LARGE_BETA, construction_against_bma,
-                                                    decide_construction)
+                                                    decide_construction, limit_control)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
 from bma_verify.theory.bma import (derive_bma_score_identity, perturb_bma_score_identity, transposed_kernel,
                                    verify_bma_score_identity)
 
@@ -50,6 +50,22 @@ def _decide_posterior(max_error: float) -> str:
     return "pass" if max_error <= POSTERIOR_ATOL else "fail"
 
 
+def _prior_positive(rng: np.random.Generator, max_H: int) -> PositiveControl:
+    """The exact rule on its ideal input, a posterior known exactly, against the same reference: with no example
+    (L = 0) the posterior is the uniform prior 1/h over h' < h, compared with the enumeration over every tree, on
+    random kernels and H = 2 … max_H."""
+    error = 0.0
+    for H in range(2, max_H + 1):
+        kernel = random_kernel(int(rng.integers(2, 5)), eps=0.05, rng=rng)
+        prior = np.tril(np.ones((H, H)) / np.maximum(np.arange(H), 1)[:, None], -1)
+        enumerated = brute_force_parent_posterior(kernel, np.zeros((0, H), np.int64))
+        error = max(error, float(np.abs(enumerated - prior).max()))
+    return PositiveControl("the exact posterior of contexts with no example (L = 0), the uniform prior 1/h, in "
+                           "parent_posterior's place against the same enumeration (an independently known value: the "
+                           "check's own input is already exact)", {"max_abs_error": error, "H": [2, max_H]},
+                           _decide_posterior(error) == "pass")
+
+
 def exact_check(ctx: CheckContext) -> CheckOutcome:
     """Posterior over parents by Bayes' rule over every tree with the full likelihood vs ``parent_posterior``.
 
@@ -80,6 +96,7 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
                 f"kernel's posterior differs by {planted:.2f} (control, rejected).",
         tables=[Table("enumerated vs factorised posterior", ["d", "H", "L", "max |Δ|"], rows[:10])],
         instance=None if verdict == "pass" else {"target": "bma-score-identity", **worst_case}, control=control,
+        positive_control=_prior_positive(ctx.rng("bma-score-identity/prior"), max_H),
         # rounding level (~1e-15; per seed: docs/notes/bma-score-identity.md): 1e-12 lies far above rounding and
         # far below the 1e-10 threshold
         tolerances={"max_abs_error": {"abs": 1e-12}})
@@ -104,7 +121,7 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
                 f"{len(batch.query)} contexts at β = {LARGE_BETA:g}; with (log π)ᵀ in W_KQ the same rule reads "
                 f"{wrong_err:.2f} (control).",
         instance=None if verdict == "pass" else {"kernel": kernel.tolist(), "context": batch.context[0].tolist()},
-        control=control,
+        control=control, positive_control=limit_control(kernel, batch, ("attention",)),
         # measured spread 6e-17 over OMP_NUM_THREADS=1|2 × ATEN_CPU_CAPABILITY=default|avx2, 0 against the reference
         # report; 1e-12 leaves a ×10^4 margin and is a millionth of the threshold
         tolerances={"max_attention_l1_error": {"abs": 1e-12}})

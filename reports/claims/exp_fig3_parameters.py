@@ -12,12 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from bma_verify.model import analysis, figures
+from bma_verify.model.construction import bma_construction
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.reports.checks.trained import (TRAINED_TOL, combine_sides, count_verdict, draw_figure, run_assumptions,
                                                run_convergence, seeded_kernel, seeded_runs, seeds_record, seeds_text,
                                                threshold_side, training_seeds)
+from bma_verify.reports.checks.construction import LARGE_BETA
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl
 
 #: Thresholds per tier, set from fig2's quick run on development seeds 1000-1004 (docs/notes/exp-fig3-parameters.md):
 #: converged runs read off-block energy 0.021-0.047 and (1/d)‖σ(W_OV) − π‖₁ 0.004-0.011; a threshold plus its band
@@ -89,6 +91,20 @@ def shifted_output_control(ctx: CheckContext, run, summary: dict) -> Control:
                    near["rejected"], power=power)
 
 
+def construction_control(ctx: CheckContext, run) -> PositiveControl:
+    """fig3's rule on the Theorem 1 construction for the run's kernel, L and H (K = L copier heads, W_KQ = log π,
+    σ(W_OV) = π; β = ``LARGE_BETA``): the parameters the claim says training reaches."""
+    model = bma_construction(run.kernel, run.config.L, LARGE_BETA, max_H=max(64, run.config.H))
+    summary = analysis.parameter_summary(model, run.kernel, run.config.L, run.config.H)
+    rule = parameter_sides(ctx, summary)
+    return PositiveControl(f"the Theorem 1 construction for the run's kernel (K = L = {run.config.L} copier heads, "
+                           f"W_KQ = log π, β = {LARGE_BETA:g}), through fig3's rule",
+                           {"off_block_fraction": summary["off_block_fraction"],
+                            "softmax_W_OV_error": summary["softmax_W_OV_error"],
+                            "w_H_peak_offsets": summary["w_H_peak_offsets"], "rule": rule},
+                           combine_sides(rule) == "pass")
+
+
 def _threshold(ctx: CheckContext, control: Control) -> dict:
     t = THRESHOLDS[ctx.tier]
     return {"off_block_fraction": f"≤ {t['off_block']} ± {NOISE_BAND['off_block']}",
@@ -139,7 +155,8 @@ def exp_fig3_parameters(ctx: CheckContext) -> CheckOutcome:
                   "parent_loss_gap": run.metrics["parent_loss_gap"]},
         threshold=_threshold(ctx, control) | {"count_rule": seeds["count_rule"]},
         summary=_summary(ctx, run, summary, seeds, control),
-        figures=_figures(ctx, run), control=control, reason=reason, converged=converged,
+        figures=_figures(ctx, run), control=control, positive_control=construction_control(ctx, run), reason=reason,
+        converged=converged,
         assumptions=run_assumptions(ctx, run), seeds=seeds,
         instance=None if verdict != "fail" else {"config": run.metrics["config"], "kernel": run.metrics["kernel"]},
         tolerances=TOLERANCES)

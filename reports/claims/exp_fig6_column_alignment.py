@@ -20,11 +20,11 @@ from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.presets import preset_configs
 from bma_verify.model.training import run_kernel
 from bma_verify.reports.checks.trained import (combine_sides, count_rule_text,
-                                               count_verdict, draw_figure, rule_text, run_assumptions,
+                                               count_verdict, draw_figure, ideal_control, rule_text, run_assumptions,
                                                run_convergence, seeded_runs, seeds_record, seeds_text, untrained_record,
                                                threshold_side, training_seeds)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl
 from bma_verify.reports.protocol import run_plan
 
 #: (1/d)‖σ_col(W_tf) − σ_col(log π)‖₁ below which the columns match (paper: 0.0278); W_tf + b1ᵀ reads 0.69.
@@ -190,12 +190,27 @@ def _construction_control(ctx: CheckContext) -> Control:
                     "rule": near["rule"]}, near["rejected"], power=power)
 
 
+def construction_positive(ctx: CheckContext, kernel) -> PositiveControl:
+    """fig6's rule on what a selector at BMA looks like after training: Theorem 1's log π plus the column shift Prop. 1
+    leaves free, to the paper's row error (:func:`column_shifted_construction`), with BMA's own L_pa gap 0."""
+    W = column_shifted_construction(ctx, kernel, PAPER["row_error"])
+    col, row = analysis.column_softmax_error(W, kernel), analysis.row_softmax_error(W, kernel)
+    rule = column_sides(ctx, col, row) | {"parent_loss_gap": threshold_side(
+        0.0, THRESHOLDS[ctx.tier]["parent_loss_gap"], NOISE_BAND["parent_loss_gap"])}
+    return PositiveControl(f"Theorem 1's log π + 1aᵀ (a column shift, Prop. 1) to the paper's row error "
+                           f"{PAPER['row_error']}, with BMA's L_pa gap 0, through fig6's rule",
+                           {"column_error": col, "row_error": row, "rule": rule}, combine_sides(rule) == "pass")
+
+
 def _quick_outcome(ctx: CheckContext) -> CheckOutcome:
     """The quick tier: no training, inconclusive with the reason; the rule's power shown on the construction."""
     control = _construction_control(ctx)
     curve = ", ".join(f"× {p['x']:g}: {p['value']:.3f} ({combine_sides(p['rule'])})" for p in control.power)
     return CheckOutcome(verdict="inconclusive", measured={"control": control.measured},
                         threshold=_threshold(ctx, control), control=control,
+                        positive_control=ideal_control(control, "Theorem 1's log π + 1aᵀ (a column shift, Prop. 1) "
+                                                                "to the paper's row error, not row-shifted (the "
+                                                                "power curve's end), through the column rule"),
                         summary=(f"Not trained at the quick tier: {QUICK_REASON}. Control: {control.description} "
                                  f"reads column error {control.measured['column_error']:.3f} and is "
                                  f"{'rejected' if control.rejected else 'NOT rejected'}; column error as the shift "
@@ -222,7 +237,8 @@ def exp_fig6_column_alignment(ctx: CheckContext) -> CheckOutcome:
         verdict=verdict, measured=m, threshold=_threshold(ctx, control),
         summary=_summary(m, first["sides"], control, record), figures=figs,
         instance=None if verdict != "fail" else {"kernel": run.kernel.tolist(), "seed": run.config.seed},
-        control=control, reason=reason, converged=converged, seeds=record,
+        control=control, positive_control=construction_positive(ctx, run.kernel), reason=reason,
+        converged=converged, seeds=record,
         assumptions=run_assumptions(ctx, run) + [
             "W_tf read per context example from W_KQ and the copier heads' same-position mass, averaged over the "
             "examples"],

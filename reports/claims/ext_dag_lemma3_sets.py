@@ -12,8 +12,13 @@ import numpy as np
 
 from bma_verify.numerics.dag_lemma3 import (RATIO_EDGES, dag_lemma3_sweep, planted_overlap_ratio, recheck_stored_lemma3,
                                             violates)
+from bma_verify.numerics.dag import random_dag_kernels, random_parent_sets
+from bma_verify.numerics.dag_enumeration import brute_force_dag_joint
+from bma_verify.numerics.dag_law import overlap_ratio_one_instance
+from bma_verify.numerics.information import mutual_information
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, PositiveControl, Table, new_figure,
+                                     save_figure)
 from bma_verify.reports.replay import RATIO_ONE_ATOL  # a ratio this close to 1 reads "equal to 1"
 
 #: Random DAG instances of the sweep (every (h, S ≠ S_h), both μ₀).
@@ -68,6 +73,32 @@ def lemma3_control(sweep: dict, planted: dict) -> Control:
                     violates(planted_control["ratio"], 1.0 - 1e-6, planted_control["mi_true"]),
                     "verdict": verdict},
                    rejected=verdict != "pass")
+
+
+def enumerated_ratio(kernels, parent_sets, h: int, S) -> float:
+    """I(x_h; x_S) / I(x_h; x_T) from joints by enumerating every sequence (T the true set of h)."""
+    d = kernels[0].shape[1]
+
+    def information(positions) -> float:
+        joint = brute_force_dag_joint(kernels, parent_sets, [*positions, h])
+        return mutual_information(joint.reshape(-1, d))
+
+    return information(S) / information([int(p) for p in parent_sets[h]])
+
+
+def enumerated_positive(rng: np.random.Generator) -> PositiveControl:
+    """The rule on ratios computed apart from the sweep, by enumeration: a disjoint S on a random DAG (k = 2, H = 5,
+    h = 4: S the two positions outside T) and the planted overlapping instance (ratio 1)."""
+    kernels = random_dag_kernels(2, 2, alpha=0.7, eps=0.05, rng=rng)
+    parent_sets = random_parent_sets(5, 2, rng=rng)
+    disjoint = enumerated_ratio(kernels, parent_sets, 4, sorted(set(range(4)) - set(parent_sets[4].tolist())))
+    flat = overlap_ratio_one_instance(2, 0.05)
+    overlap = enumerated_ratio(flat["kernels"], flat["parent_sets"], flat["h"], list(flat["S"]))
+    return PositiveControl("a disjoint S on a random DAG (k = 2, H = 5) and the planted overlapping instance, their "
+                           "ratios by enumerating every sequence, judged by the same rule (the sweep's input is "
+                           "already exact: independent exact values)",
+                           {"disjoint_ratio": disjoint, "overlap_ratio": overlap},
+                           decide_lemma3(0, [disjoint], overlap) == "pass")
 
 
 def candidate_findings(ctx: CheckContext, sweep: dict, stored: list[dict]) -> tuple[list[Finding], list[list]]:
@@ -171,6 +202,7 @@ def ext_dag_lemma3_sets(ctx: CheckContext) -> CheckOutcome:
         tables=[Table("candidate α", ["candidate", "S vs T", "sets checked", "violations", "max (value − α)",
                                       "finding"], rows)],
         figures=[figure], findings=findings, control=control,
+        positive_control=enumerated_positive(ctx.rng("ext-dag-lemma3-sets/enumerated")),
         # exact float64 ratios; rounding of a ratio of sums ~1e-15: abs 1e-12
         tolerances={"largest_ratio": {"abs": 1e-12}, "ratio_quantiles": {"abs": 1e-12},
                     "planted_overlap_ratio": {"abs": 1e-12}, "stored_rechecks": {"abs": 1e-12}})

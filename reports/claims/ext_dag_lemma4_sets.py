@@ -12,13 +12,16 @@ import math
 
 import numpy as np
 
-from bma_verify.numerics.dag import dag_candidate_sets
+from bma_verify.numerics.dag import dag_candidate_sets, encode_parent_values
+from bma_verify.numerics.dag_enumeration import dag_sequence_distribution
 from bma_verify.numerics.dag_law import draw_dag_instance, overlap_ratio_one_instance
 from bma_verify.numerics.dag_lemma4 import (dag_lemma4_monte_carlo, dag_lemma4_sweep, dag_lemma4_terms,
                                             lemma4_close_call_instance)
 from bma_verify.reports.checks.dag_common import IDENTITY_ATOL, combine_verdicts
+from bma_verify.reports.checks.numeric_common import ideal_estimates_control
+from bma_verify.reports.checks.symbolic import nothing_planted
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, PositiveControl, Table
 from bma_verify.theory.dag_lemma4 import derive_dag_lemma4, dropped_kl_term, perturb_dag_lemma4, verify_dag_lemma4
 
 #: Random points of the symbolic check; random DAG instances of the exact sweep (every (h, S), both μ₀); random
@@ -72,12 +75,17 @@ def ext_dag_lemma4_sets_symbolic(ctx: CheckContext) -> CheckOutcome:
     c_verification = verify_dag_lemma4(ctx.rng("ext-dag-lemma4-sets/symbolic"), n_points=n,
                                        perturbation=dropped_kl_term)
     c_verdict, c_status = decide_symbolic(c_derivation, c_verification)
+    # the control's path with nothing planted must pass, so the control is rejected for what was planted
+    p_verdict, p_status = decide_symbolic(perturb_dag_lemma4(2, 2, nothing_planted), verify_dag_lemma4(
+        ctx.rng("ext-dag-lemma4-sets/symbolic"), n_points=n, perturbation=nothing_planted))
     control = Control("the Lemma 4 decomposition without its E KL term, through the same residuals and numeric "
                       "comparison",
                       {"identities_failed": [k for k, ok in c_status.items() if not ok],
                        "errors_over_tolerance": c_verification.errors_over_tolerance,
-                       "max_abs_error": c_verification.max_abs_error},
-                      rejected=c_verdict != "pass")
+                       "max_abs_error": c_verification.max_abs_error,
+                       "same_path_unplanted": {"identities_failed": [k for k, ok in p_status.items() if not ok],
+                                               "passed": p_verdict == "pass"}},
+                      rejected=c_verdict != "pass" and p_verdict == "pass")
     return CheckOutcome(
         verdict=verdict,
         measured={"identities_hold": all(status.values()), "identities": status, **verification.measured()},
@@ -117,6 +125,25 @@ def _exact_findings(sweep: dict, flat: dict, flat_terms: dict) -> list[Finding]:
     ]
 
 
+def enumerated_identity(rng: np.random.Generator) -> dict:
+    """Lemma 4 for sets on one random DAG by enumerating every sequence: Δ = Σ_x P(x)[log π(x_h|x_T) −
+    log π(x_h|x_S)] over the full law (not from joints), beside the two right sides of ``dag_lemma4_terms``;
+    h = H − 1 and S the first other k-set."""
+    instance = draw_dag_instance(rng)
+    kernels, parent_sets, H, k, d = (instance[key] for key in ("kernels", "parent_sets", "H", "k", "d"))
+    h = H - 1
+    T = tuple(int(p) for p in parent_sets[h])
+    S = next(tuple(int(p) for p in c) for c in dag_candidate_sets(H, k)[:math.comb(h, k)].tolist()
+             if tuple(c) != T)
+    terms = dag_lemma4_terms(kernels, parent_sets, h, S, instance["init"])
+    sequences, probabilities = dag_sequence_distribution(kernels, parent_sets, instance["init"])
+    log_pi, x = np.log(kernels[-1]), sequences.astype(np.int64)
+    rows_T, rows_S = encode_parent_values(x[:, list(terms["T"])], d), encode_parent_values(x[:, list(terms["S"])], d)
+    delta = float(probabilities @ (log_pi[rows_T, x[:, h]] - log_pi[rows_S, x[:, h]]))
+    error = max(abs(delta - terms["rhs"]), abs(delta - terms["kl_true_vs_candidate"]))
+    return {"d": d, "k": k, "H": H, "h": h, "S": list(S), "delta": delta, "identity_error": error}
+
+
 def ext_dag_lemma4_sets_exact(ctx: CheckContext) -> CheckOutcome:
     """Lemma 4 for sets from exact joints on every (h, S) of random DAGs (both μ₀): Δ = ΔI + E KL = Σ r KL, Δ > 0
     on random kernels; on the planted instance where π ignores the non-shared parent, Δ = 0 (the strictness
@@ -132,6 +159,11 @@ def ext_dag_lemma4_sets_exact(ctx: CheckContext) -> CheckOutcome:
                       "side", {"max_identity_error": planted},
                       rejected=decide_lemma4(planted, sweep["nonpositive"]) != "pass")
     flat, flat_terms = planted_flat_gap()
+    enumerated = enumerated_identity(ctx.rng("ext-dag-lemma4-sets/enumerated"))
+    positive = PositiveControl("Δ on one random DAG by enumerating every sequence, against both right sides, judged by "
+                               "the same rule (the sweep's input is already exact: an independent exact value)",
+                               enumerated, decide_lemma4(enumerated["identity_error"],
+                                                         int(enumerated["delta"] <= 0)) == "pass")
     return CheckOutcome(
         verdict=verdict,
         measured={"pairs": sweep["pairs"], "disjoint": sweep["disjoint"], "overlapping": sweep["overlapping"],
@@ -143,7 +175,7 @@ def ext_dag_lemma4_sets_exact(ctx: CheckContext) -> CheckOutcome:
                 f"smallest gap {sweep['min_gap']:.2e} ({sweep['nonpositive']} non-positive); on the planted kernel "
                 f"that ignores the non-shared parent Δ = {flat_terms['lhs']:.1e} (not strict there); without the "
                 f"E KL term the identity is off by {planted:.3f} (control, rejected).",
-        findings=_exact_findings(sweep, flat, flat_terms), control=control,
+        findings=_exact_findings(sweep, flat, flat_terms), control=control, positive_control=positive,
         instance={"target": "dag-lemma4", **sweep["min_gap_instance"]} if verdict == "fail" else None,
         # identity errors are float64 rounding (~1e-16): abs 1e-13; min_gap is a difference of exact sums (rel
         # 1e-6); the planted flat gap is rounding around 0 (abs 1e-13)
@@ -171,11 +203,14 @@ def _mc_case(label: str, kernels, parent_sets, h: int, S, init, n: int, rng: np.
     est, exact = out["estimate"], out["exact"]
     planted = exact["mi_true"] - exact["mi_candidate"]
     z, z_planted = (est.value - exact["lhs"]) / est.stderr, (est.value - planted) / est.stderr
+    shift = exact["lhs"] - est.value
     return {"case": label, "h": h, "S": list(S), "overlap": exact["overlap"], "exact": exact["lhs"],
             "estimate": float(est.value), "stderr": float(est.stderr), "z": float(z),
             "z_planted": float(z_planted), "gap_in_stderr": float(exact["lhs"] / est.stderr),
             "verdict": decide_interval(z, est.low, est.high),
-            "control_verdict": decide_interval(z_planted, est.low, est.high)}
+            "control_verdict": decide_interval(z_planted, est.low, est.high),
+            # the ideal estimate: on the exact Δ (z = 0), its interval moved there
+            "ideal_verdict": decide_interval(0.0, est.low + shift, est.high + shift)}
 
 
 def monte_carlo_cases(ctx: CheckContext, n: int) -> tuple[list[dict], dict]:
@@ -232,7 +267,8 @@ def ext_dag_lemma4_sets_monte_carlo(ctx: CheckContext) -> CheckOutcome:
                 f"of the exact Δ; Δ > 0: {', '.join(c['verdict'] for c in cases)}; against I_T − I_S they are up to "
                 f"{control.measured['max_abs_z']:.0f} standard errors off (control, {control_verdict}).",
         tables=[_mc_table(cases)],
-        control=control, reason="an interval straddles 0 or an estimate disagrees" if verdict == "inconclusive" else "",
+        control=control, positive_control=ideal_estimates_control(cases, "the exact Δ"),
+        reason="an interval straddles 0 or an estimate disagrees" if verdict == "inconclusive" else "",
         # a generator seeded by the report seed gives the same values at one seed: the default abs 1e-9
         tolerances={})
 

@@ -8,9 +8,12 @@ History: docs/notes/ext-dag-posterior.md.
 """
 from __future__ import annotations
 
+from bma_verify.numerics.bma import parent_posterior
 from bma_verify.numerics.dag_agreement import dag_posterior_cases, transposed_parent_order, tree_bit_for_bit
+from bma_verify.numerics.enumeration import brute_force_parent_posterior
+from bma_verify.numerics.task import random_kernel, random_parents, sample_chains
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
 
 #: Random DAG contexts compared with the enumeration, and random trees compared with the tree functions (k = 1).
 SIZES = {"quick": {"posterior_contexts": 10, "tree_contexts": 4},
@@ -36,6 +39,21 @@ def posterior_control(cases: list[dict]) -> Control:
                    "against the same enumeration over every DAG",
                    {"max_planted_error": planted, "instances_caught": caught, "instances": len(cases)},
                    rejected=decide_posterior(planted, 0) != "pass")
+
+
+def tree_control(rng, contexts: int) -> PositiveControl:
+    """:func:`decide_posterior` on an input known to hold (bma-score-identity): the tree posterior (k = 1) by Bayes
+    over every tree with the full likelihood against the factorised ``parent_posterior``, on random contexts."""
+    error = 0.0
+    for _ in range(contexts):
+        d, H, L = int(rng.integers(2, 4)), int(rng.integers(2, 6)), int(rng.integers(1, 5))
+        kernel = random_kernel(d, eps=0.05, rng=rng)
+        context = sample_chains(kernel, random_parents(H, rng=rng), L, rng=rng)
+        enumerated = brute_force_parent_posterior(kernel, context)
+        error = max(error, float(abs(enumerated - parent_posterior(kernel, context)).max()))
+    return PositiveControl("the tree identity (k = 1, known to hold: bma-score-identity), Bayes over every tree "
+                           "against parent_posterior, judged by the same rule: a true factorisation, not the DAG one",
+                           {"max_error": error, "contexts": contexts}, decide_posterior(error, 0) == "pass")
 
 
 def _summary(cases: list[dict], error: float, tree: dict, control: Control) -> str:
@@ -72,6 +90,7 @@ def ext_dag_posterior(ctx: CheckContext) -> CheckOutcome:
                   "sizes": [[c["d"], c["k"], c["H"], c["L"]] for c in cases]},
         threshold={"max_error": POSTERIOR_ATOL, "k1_mismatches": 0},
         summary=_summary(cases, error, tree, control), tables=[_table(cases)], control=control,
+        positive_control=tree_control(ctx.rng("ext-dag-posterior:tree-identity"), SIZES[ctx.tier]["tree_contexts"]),
         tolerances=TOLERANCES)
 
 

@@ -16,7 +16,7 @@ from bma_verify.numerics.selective_induction import (enumerated_loglik_gap, expe
                                                      sample_selective_induction)
 from bma_verify.numerics.task import random_kernel, stationary_distribution
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
 
 #: Small cases enumerated exactly: (d, lags, T); d^T sequences each.
 EXACT_CASES = {"quick": ((2, [1, 2, 3], 8), (3, [1, 2, 4], 7), (2, [2, 3], 9), (3, [1, 3], 7)),
@@ -145,7 +145,12 @@ def claim1_monte_carlo(ctx: CheckContext) -> CheckOutcome:
     sizes = MC_SIZES[ctx.tier]
     lags = sorted(int(k) for k in rng.choice(np.arange(1, sizes["max_lag"] + 1), sizes["n_lags"], replace=False))
     kernel = random_kernel(sizes["d"], alpha=1.0, rng=rng)
-    decided = decide_monte_carlo(monte_carlo_gaps(kernel, lags, sizes, rng))
+    gaps = monte_carlo_gaps(kernel, lags, sizes, rng)
+    decided = decide_monte_carlo(gaps)
+    # the ideal estimate: every mean on its exact (closed-form) gap, with the real standard errors
+    ideal = decide_monte_carlo({"mean": gaps["exact"], "se": gaps["se"], "exact": gaps["exact"]})
+    positive = PositiveControl(f"means equal to the closed-form gaps (z = 0), each with its real standard error, "
+                               f"judged by the same rule (lower {Z:g}-SE bound > 0)", ideal, ideal["verdict"] == "pass")
     power = [exchanged_monte_carlo(monte_carlo_gaps(towards_mu(kernel, w), lags, sizes, rng)) | {"weight": w}
              for w in POWER_WEIGHTS]
     planted = power[POWER_WEIGHTS.index(CONTROL_WEIGHT)]
@@ -166,7 +171,7 @@ def claim1_monte_carlo(ctx: CheckContext) -> CheckOutcome:
                 f"(> 0); the means sit within {decided['max_abs_z']:.1f} SE of the closed form. Control (rows all "
                 f"μ): smallest lower bound {planted['min_lower']:.1e} "
                 f"({'rejected' if control.rejected else 'NOT rejected'}).",
-        control=control,
+        control=control, positive_control=positive,
         assumptions=["kernel P*: rows Dirichlet(1) on |S| = 10 states (their kernel law is not restated here)",
                      "lags: 12 distinct values drawn uniformly from 1..30 by the check's generator"],
         # NumPy generator and float64 sums only (bit-identical across runs of one seed): abs 1e-9 guards rounding

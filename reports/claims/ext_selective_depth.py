@@ -15,7 +15,8 @@ import numpy as np
 from bma_verify.model.attention_only import (AttentionOnlyConfig, held_out, kl_from_bayes, run_kernel,
                                              train_attention_only)
 from bma_verify.model.convergence import runs_plateau
-from bma_verify.reports.checks.trained import count_verdict, seeds_record, seeds_text, training_seeds, untrained_record
+from bma_verify.reports.checks.trained import (count_verdict, ideal_control, seeds_record, seeds_text, training_seeds,
+                                               untrained_record)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
 from bma_verify.reports.protocol import run_plan
@@ -183,6 +184,8 @@ def depth_reproduction(ctx: CheckContext) -> CheckOutcome:
         verdict=verdict, reason=reason, measured={**per_depth, "control_kl": control_value["kl"], "scale": SCALE},
         threshold={"kl_tol": KL_TOL, "z": Z, "count_rule": record["count_rule"] if record else None},
         summary=_summary(per_depth, control, record), seeds=record, converged=converged, control=control,
+        positive_control=ideal_control(control, "the Bayes predictor itself (w = 1, the power curve's end) on the "
+                                                "same held-out sequences, judged by the 'solves' rule"),
         tables=[Table("held-out KL from the Bayes predictive per run (nats per position, t ≥ k̂)",
                       ["depth", "seed", "KL", "uniform-lag KL", "beats it", "converged", "judgement"], rows)]
         if rows else [],

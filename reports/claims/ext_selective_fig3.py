@@ -18,7 +18,7 @@ from bma_verify.numerics.selective_induction import (bayes_at_last, construction
                                                      sample_selective_induction, selective_head_weights)
 from bma_verify.numerics.task import random_kernel
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table, new_figure, save_figure
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table, new_figure, save_figure
 
 LAGS = [1, 2, 3]  # their Fig. 3
 D = 5  # |S| of their Fig. 3
@@ -127,6 +127,11 @@ def fig3_comparison(ctx: CheckContext) -> CheckOutcome:
     planted = max(c["max_dev"] for c in curves[EVERY_WINDOW].values())
     control = Control("the tree construction fed every window of the sequence (pad row μ: our per-lag mapping)",
                       {"max_deviation": planted}, rejected=not equals_bayes(curves[EVERY_WINDOW]))
+    # the ideal: the Bayes predictive itself in place of our construction, through the whole rule
+    ideal = decide({**curves, "tree construction (ours)": curves["BMA"]})
+    positive = PositiveControl("the Bayes predictive (BMA) itself in our construction's place, judged by the same rule "
+                               "(it equals itself: the check of the rule, not of a second computation)",
+                               ideal, ideal["verdict"] == "pass")
     Tmax = max(SIZES[ctx.tier]["T"])
     last = {name: {"kl_true": _mean_se(c[Tmax]["true"])[0], "kl_bayes": _mean_se(c[Tmax]["bayes"])[0]}
             for name, c in curves.items()}
@@ -147,6 +152,7 @@ def fig3_comparison(ctx: CheckContext) -> CheckOutcome:
         measured={"at_T_max": last, "ours_max_deviation": ours_dev, "theirs_max_deviation": theirs_dev, **decided},
         threshold={"max_deviation": EXACT_ATOL}, summary=summary, tables=[_table(curves)],
         figures=[_figure(ctx, curves)] if ctx.figures_dir is not None else [], control=control,
+        positive_control=positive,
         assumptions=[f"P*: rows Dirichlet(1) on |S| = {D} states, {SIZES[ctx.tier]['kernels']} kernels × "
                      f"{SIZES[ctx.tier]['per_kernel']} sequences; each T reads the first T tokens of one sequence",
                      "their Eq. 3 read as w_κ ∝ exp(β / (T − k̂) Σ_{k̂ ≤ i < T} p̃_{i,κ}) with p̃_{i,κ} = "

@@ -13,14 +13,18 @@ import sympy as sp
 
 from bma_verify.numerics.claim_sweeps import HISTOGRAM_EDGES, INIT_KINDS, MI_FLOOR, VIOLATION_RTOL
 from bma_verify.numerics.dpi_sweep import LEMMA3_RANGES, lemma3_monte_carlo, lemma3_pairs
+from bma_verify.numerics.enumeration import brute_force_joint
+from bma_verify.numerics.information import mutual_information
 from bma_verify.numerics.lemma3_alpha import alpha_chain, alpha_chain_sweep
 from bma_verify.numerics.task import random_kernel, random_parents
 from bma_verify.reports.checks.numeric_common import (SIZES, Z_AGREE, binary_flip_kernel, combine_verdicts,
-                                                      decide_interval, lemma3_sweep, save_check_figure,
-                                                      smallest_instance, stored_counterexamples, z_scores)
+                                                      decide_interval, ideal_estimate_verdict, ideal_estimates_control,
+                                                      lemma3_sweep, save_check_figure, smallest_instance,
+                                                      stored_counterexamples, z_scores)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, jsonable, new_figure
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, PositiveControl, Table, jsonable,
+                                     new_figure)
 from bma_verify.reports.search import check_instance, run_search
 from bma_verify.theory.dpi import (derive_lemma3_strict_dpi, dropped_half_in_total_variation, perturb_lemma3_strict_dpi,
                                    stochastic_matrix, verify_lemma3_strict_dpi)
@@ -107,6 +111,24 @@ def _copy_kernel_control() -> Control:
                    rejected=_decide_ratio(control_ratio) != "pass")
 
 
+#: Lemma 3's positive control: a binary symmetric chain x_0 → x_1 → x_2 flipping with probability 0.1 (π ≥ 0.1),
+#: where data processing makes I(x_2; x_0) < I(x_2; x_1) strictly.
+FLIP_POSITIVE = {"flip": 0.1, "parents": [-1, 0, 1], "init": [0.5, 0.5]}
+
+
+def _enumerated_chain_positive() -> PositiveControl:
+    """The same rule on an exact ratio computed apart from the sweep: joints by enumerating every sequence of a
+    binary symmetric chain (π ≥ ε > 0), where Lemma 3 holds by data processing."""
+    kernel, parents = binary_flip_kernel(FLIP_POSITIVE["flip"]), np.array(FLIP_POSITIVE["parents"])
+    init = np.array(FLIP_POSITIVE["init"])
+    ratio = float(mutual_information(brute_force_joint(kernel, parents, [2, 0], init))
+                  / mutual_information(brute_force_joint(kernel, parents, [2, 1], init)))
+    return PositiveControl(f"a binary symmetric chain x_0 → x_1 → x_2 flipping w.p. {FLIP_POSITIVE['flip']:g} (π ≥ ε "
+                           "> 0), its ratio from joints by enumerating every sequence (the sweep's input is already "
+                           "exact: this is an independent exact value)", {"max_ratio": ratio},
+                           _decide_ratio(ratio) == "pass")
+
+
 def _ratio_figure(ctx: CheckContext, result, max_ratio: float) -> str:
     """Histogram of the sweep's ratios against 1 and the largest ratio."""
     fig, ax = new_figure(figsize=(6, 3.2))
@@ -153,6 +175,7 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
                 f"{max_ratio:.4f} {'<' if verdict == 'pass' else '≥'} 1, so α = {max_ratio:.4f} serves; the copy "
                 f"kernel (ε = 0) reaches ratio {control_ratio:.3f} and is rejected (control).",
         figures=[figure], instance=None if verdict == "pass" else worst["ratio"].instance, control=control,
+        positive_control=_enumerated_chain_positive(),
         # exact float64 values; spread 0 over threads/CPU capability (seed 0); 1e-12 is rounding-level slack
         tolerances={"max_ratio": {"abs": 1e-12}, "max_ratio_sweep": {"abs": 1e-12},
                     "stored_instance_ratios": {"abs": 1e-12}})
@@ -402,7 +425,9 @@ def _lemma3_mc_case(label: str, kernel, parents, init, h: int, h_prime: int, n: 
             "high": ratio.high, "max_abs_z": max(abs(v) for v in z.values()), "z": z,
             "margin_in_stderr": (1.0 - exact["ratio"]) / ratio.stderr,
             "verdict": _judge_ratio(z, ratio, 1.0, resolved),
-            "planted_alpha": planted, "control_verdict": _judge_ratio(z, ratio, planted, resolved)}
+            "planted_alpha": planted, "control_verdict": _judge_ratio(z, ratio, planted, resolved),
+            "ideal_verdict": ideal_estimate_verdict(exact["ratio"], ratio.value, ratio.low, ratio.high, 1.0)
+            if resolved else "unresolved"}
 
 
 def _lemma3_mc_cases(ctx: CheckContext, rng, n: int) -> tuple[list[dict], int]:
@@ -483,7 +508,8 @@ def monte_carlo_check(ctx: CheckContext) -> CheckOutcome:
                 f"({control_verdict}, control).",
         tables=[Table("ratio estimates", ["case", "μ₀", "h", "h'", "exact", "estimate (MM)", "low", "high",
                                           "max |z|", "verdict vs 1", "vs exact − 3 s.e."], rows)],
-        control=control, reason=_lemma3_mc_reason(verdict, cases, skipped))
+        control=control, positive_control=ideal_estimates_control(cases, "the exact ratios I(x_h; x_h')/I(x_h; x_pa)"),
+        reason=_lemma3_mc_reason(verdict, cases, skipped))
 
 
 CLAIM = Claim(

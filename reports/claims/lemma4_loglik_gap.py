@@ -8,13 +8,15 @@ Measured values behind the tolerances and close calls, per seed: docs/notes/lemm
 """
 import numpy as np
 
-from bma_verify.numerics.dpi_sweep import lemma4_monte_carlo
+from bma_verify.numerics.dpi_sweep import lemma4_monte_carlo, lemma4_terms
+from bma_verify.numerics.enumeration import brute_force_joint, sequence_distribution
 from bma_verify.numerics.task import random_kernel, random_parents
 from bma_verify.reports.checks.numeric_common import (IDENTITY_ATOL, SIZES, Z_AGREE, binary_flip_kernel,
-                                                      combine_verdicts, decide_interval, lemma3_sweep, z_scores)
+                                                      combine_verdicts, decide_interval, ideal_estimate_verdict,
+                                                      ideal_estimates_control, lemma3_sweep, z_scores)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
 from bma_verify.theory.loglik import (derive_lemma4_loglik_gap, dropped_kl_term, perturb_lemma4_loglik_gap,
                                       verify_lemma4_loglik_gap)
 
@@ -48,6 +50,31 @@ def _decide_identity(identity_error: float, nonpositive_gaps: int) -> str:
     return "pass" if identity_error <= IDENTITY_ATOL and nonpositive_gaps == 0 else "fail"
 
 
+def enumerated_identity(rng: np.random.Generator, d: int = 3, H: int = 5) -> dict:
+    """Lemma 4 on one small random tree by enumerating every sequence: the left side Σ_x P(x)[log π(x_h|x_pa) −
+    log π(x_h|x_h')] summed over the full law (not from pair joints), the right side from ``lemma4_terms`` on
+    brute-force joints; h = H − 1 and h' the first non-parent."""
+    kernel = random_kernel(d, eps=0.05, rng=rng)
+    parents = random_parents(H, rng=rng)
+    h = H - 1
+    h_prime = next(g for g in range(h) if g != parents[h])
+    sequences, probabilities = sequence_distribution(kernel, parents)
+    log_kernel = np.log(kernel)
+    lhs = float(probabilities @ (log_kernel[sequences[:, parents[h]], sequences[:, h]]
+                                 - log_kernel[sequences[:, h_prime], sequences[:, h]]))
+    rhs = float(lemma4_terms(kernel, brute_force_joint(kernel, parents, [parents[h], h]),
+                             brute_force_joint(kernel, parents, [h_prime, h]))["rhs"])
+    return {"d": d, "H": H, "h": h, "h_prime": h_prime, "lhs": lhs, "rhs": rhs, "identity_error": abs(lhs - rhs)}
+
+
+def _enumerated_control(ctx: CheckContext) -> PositiveControl:
+    """:func:`_decide_identity` on :func:`enumerated_identity` (an exact value computed independently of the sweep)."""
+    exact = enumerated_identity(ctx.rng("lemma4-loglik-gap/enumerated"))
+    passed = _decide_identity(exact["identity_error"], int(exact["lhs"] <= 0)) == "pass"
+    return PositiveControl("the identity on a small tree by enumerating every sequence (the sweep's input is already "
+                           "exact: this is an independent exact value, not a different ideal)", exact, passed)
+
+
 def exact_check(ctx: CheckContext) -> CheckOutcome:
     """Both sides of the Lemma 4 identity from exact joints on every pair of the Lemma 3 sweep: the left side from
     xlogy(joint, π) directly, the right side from the informations and the E KL term.
@@ -75,7 +102,7 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
                 f"[I_pa − I_h'] + E KL(q‖π) to {error:.1e}; smallest gap {min_gap:.3e} "
                 f"({nonpositive} non-positive); without the E KL term the identity is off by {planted:.3f} "
                 "(control, rejected).",
-        instance=instance, control=control,
+        instance=instance, control=control, positive_control=_enumerated_control(ctx),
         # max_identity_error is rounding (~1e-15; docs/notes/lemma4-loglik-gap.md): 1e-13 is above rounding and
         # far below the 1e-10 threshold. min_gap is a difference of exact sums: rel 1e-6
         tolerances={"max_identity_error": {"abs": 1e-13}, "min_gap": {"rel": 1e-6}})
@@ -90,7 +117,8 @@ def _lemma4_mc_case(label: str, kernel, parents, init, h: int, h_prime: int, n: 
             "estimate": est.value, "stderr": est.stderr, "low": est.low, "high": est.high, "z": z,
             "z_planted": z_planted, "gap_in_stderr": exact["lhs"] / est.stderr,
             "verdict": decide_interval([z], est.low, est.high, 0.0, below=False),
-            "control_verdict": decide_interval([z_planted], est.low, est.high, 0.0, below=False)}
+            "control_verdict": decide_interval([z_planted], est.low, est.high, 0.0, below=False),
+            "ideal_verdict": ideal_estimate_verdict(exact["lhs"], est.value, est.low, est.high, 0.0, below=False)}
 
 
 def monte_carlo_check(ctx: CheckContext) -> CheckOutcome:
@@ -135,7 +163,8 @@ def monte_carlo_check(ctx: CheckContext) -> CheckOutcome:
                 f"{control.measured['max_abs_z']:.0f} standard errors off (control, {control_verdict}).",
         tables=[Table("gap estimates", ["case", "h", "h'", "exact", "estimate", "stderr", "z", "z vs no-KL",
                                         "verdict"], rows)],
-        control=control, reason="an interval straddles 0 or an estimate disagrees" if verdict == "inconclusive" else "")
+        control=control, positive_control=ideal_estimates_control(cases, "the exact gaps"),
+        reason="an interval straddles 0 or an estimate disagrees" if verdict == "inconclusive" else "")
 
 
 CLAIM = Claim(

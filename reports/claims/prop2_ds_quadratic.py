@@ -26,11 +26,13 @@ from bma_verify.model.ds_runs import attention_maps, shrunk_key_norm_evaluations
 from bma_verify.numerics.ds import random_orthogonal, sample_ds_task
 from bma_verify.numerics.ds_fit import bilinear_only_log_posterior, exact_score_parameters, score_gap_curve
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
-from bma_verify.reports.checks.trained import count_verdict, seeds_record, training_seeds, untrained_record
+from bma_verify.reports.checks.trained import (count_verdict, ideal_control, seeds_record, training_seeds,
+                                               untrained_record)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.claims import prop2_ds_quadratic_report as render
 from bma_verify.reports.claims.prop2_ds_quadratic_report import Readings
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, finding_status, settle
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, PositiveControl, finding_status,
+                                     settle)
 from bma_verify.reports.protocol import run_plan
 from bma_verify.theory.ds import (derive_prop2_ds_quadratic, dropped_key_quadratic, perturb_prop2_ds_quadratic,
                                   verify_prop2_ds_quadratic)
@@ -351,6 +353,14 @@ def _models_control(bil: dict, power: dict) -> Control:
         power=_power_curve(power, lambda kn: _decide_models(bil, kn)))
 
 
+def _models_ideal(fit: dict, power: dict) -> PositiveControl:
+    """The reproduction's rule on its ideal pair: gap slot = the best bilinear W at each L' (the exact fit, held out:
+    what training the bilinear model can reach), closing slot = the key-norm selector at the exact (W*, c*) (BMA)."""
+    rule = _decide_models({"L": fit["L"], "gap": fit["gap_eval"], "gap_se": fit["gap_eval_se"]}, power[1.0])
+    return PositiveControl("the same rule on the ideal pair: the best bilinear W at each L' (exact fit, held out) "
+                           "and the key-norm selector at the exact (W*, c*) (BMA)", rule, rule["verdict"] == "pass")
+
+
 def _attention_context(ctx: CheckContext, L: int = 3) -> tuple:
     """(context, query, true parents (H,), L') of the one fresh context the attention figure shows."""
     task = sample_ds_task(_instance_A(ctx), RHO, 1, L, H, rng=ctx.rng("prop2-ds-attention-context"))
@@ -389,6 +399,7 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
     panels = attention_maps(result["models"], np.asarray(result["A"]), RHO, context, query)
     return CheckOutcome(
         verdict=verdict, reason=reason, converged=converged, control=control, seeds=record, instance=instance,
+        positive_control=_models_ideal(fit, power),
         measured=render.trained_measured(READINGS, s, ev, {n: m["history"] for n, m in result["metrics"].items()},
                                          rule, conv),
         assumptions=render.trained_assumptions(READINGS, s),
@@ -410,13 +421,18 @@ def _ffn_control(fit: dict, power: dict) -> Control:
                    rejected=rule["verdict"] != "pass", power=_power_curve(power, lambda kn: _decide_ffn(kn, fit)))
 
 
+#: The FFN check's ideal: its power curve's end, BMA itself (what closing the gap means).
+FFN_IDEAL = "BMA itself (the key-norm selector at the exact (W*, c*), the power curve's end), judged by the FFN rule"
+
+
 def _ffn_untrained(ctx: CheckContext, control: Control, statement: str) -> CheckOutcome:
     """The FFN check at a tier that does not train it: its control and power curve, no verdict."""
     reason = (f"{ctx.tier} tier cannot decide: three FFN seeds do not fit its budget; the "
               f"{', '.join(FFN_TIERS)} tier trains them and decides")
     return CheckOutcome(verdict="inconclusive", reason=reason, measured={"control": control.measured},
                         **untrained_record(ctx, reason),
-                        control=control, summary=render.ffn_untrained_summary(control, reason),
+                        control=control, positive_control=ideal_control(control, FFN_IDEAL),
+                        summary=render.ffn_untrained_summary(control, reason),
                         findings=[Finding(statement, "open", None, reason)],
                         assumptions=[render.ffn_description(READINGS, _sizes(ctx))])
 
@@ -456,7 +472,8 @@ def prop2_ffn_closes_gap(ctx: CheckContext) -> CheckOutcome:
         "training_seeds": seeds}
     outcome = CheckOutcome(
         verdict=verdict, measured=render.ffn_measured(READINGS, s, run, fit, rule, tests[0]["plateaued"]),
-        reason=reason, converged=converged, control=control, seeds=record, instance=instance,
+        reason=reason, converged=converged, control=control, positive_control=ideal_control(control, FFN_IDEAL),
+        seeds=record, instance=instance,
         assumptions=[render.ffn_description(READINGS, s), "layer 1 is the exact (β → ∞) copier; training L' ~ "
                      "U{1..30} zero-padded, squared error on the query"],
         threshold={"ffn_gap_upper_max": CLOSES_TOL, "count_rule": record["count_rule"],

@@ -16,11 +16,11 @@ import sympy as sp
 from bma_verify import numerics
 from bma_verify.model import analysis
 from bma_verify.reports.checks.construction import (CONSTRUCTION_TOL, CONTEXTS, LARGE_BETA, construction_against_bma,
-                                                    decide_construction)
+                                                    decide_construction, limit_control)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.checks.trained import draw_figure, seeded_kernel
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table, save_figure
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table, save_figure
 from bma_verify.theory.construction import (derive_thm1_construction, dropped_query_keys, perturb_thm1_construction,
                                             verify_thm1_construction)
 
@@ -161,6 +161,11 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
                     "mixture_error_vs_L": {"abs": 1e-12}})
 
 
+def _rate_ok(fit: dict) -> bool:
+    """The rate check's rule: the fitted exponential rate is 1 ± RATE_TOL (NaN, too few points to fit, is not)."""
+    return abs(fit["rate"] - 1.0) <= RATE_TOL
+
+
 def rate_check(ctx: CheckContext) -> CheckOutcome:
     """Our reading of the β limit's speed: the attention error falls as e^{−β} (fitted rate 1 ± RATE_TOL).
 
@@ -168,13 +173,18 @@ def rate_check(ctx: CheckContext) -> CheckOutcome:
     """
     kernel = seeded_kernel(ctx, "thm1-curves", 5)
     batch = numerics.sample_task(kernel, CONTEXTS[ctx.tier], 6, 10, rng=ctx.rng("thm1-curves:contexts"))
-    fit = analysis.exponential_rate(BETAS, analysis.construction_errors_vs_beta(
-        kernel, batch.context, batch.query, BETAS)["attention_error"])
+    errors = analysis.construction_errors_vs_beta(kernel, batch.context, batch.query, BETAS)["attention_error"]
+    fit = analysis.exponential_rate(BETAS, errors)
     halved = analysis.exponential_rate(BETAS, analysis.construction_errors_vs_beta(
         kernel, batch.context, batch.query, [b / 2 for b in BETAS])["attention_error"])
-    ok = abs(fit["rate"] - 1.0) <= RATE_TOL
+    ok = _rate_ok(fit)
     control = Control("a copier with β halved in w_H (its errors at β/2, fitted against β)",
-                      {"fitted_rate": halved["rate"]}, abs(halved["rate"] - 1.0) > RATE_TOL)
+                      {"fitted_rate": halved["rate"]}, not _rate_ok(halved))
+    # the ideal: the leading term's rate exactly (errors C e^{−β}), through the check's error at the smallest β
+    ideal = analysis.exponential_rate(BETAS, errors[0] * np.exp(BETAS[0] - np.asarray(BETAS)))
+    positive = PositiveControl("errors falling exactly as e^{−β} from the check's own error at the smallest β, fitted "
+                               "and judged by the same rule", {"fitted_rate": ideal["rate"],
+                                                               "fitted_beta": ideal["x_fitted"]}, _rate_ok(ideal))
     return CheckOutcome(
         verdict="pass" if ok else "fail",
         measured={"fitted_rate": fit["rate"], "fitted_beta": fit["x_fitted"]},
@@ -184,7 +194,7 @@ def rate_check(ctx: CheckContext) -> CheckOutcome:
                 f"{', '.join(f'{x:g}' for x in fit['x_fitted'])}, errors in (1e-10, 1e-2]; theory rate 1: the "
                 f"copied example's logit leads by β); a copier with β halved reads {halved['rate']:.3f} (control, "
                 f"{'rejected' if control.rejected else 'NOT rejected'}).",
-        instance=None if ok else {"kernel": kernel.tolist()}, control=control,
+        instance=None if ok else {"kernel": kernel.tolist()}, control=control, positive_control=positive,
         # the rate, fitted above 1e-10 only: spread 0 over OMP_NUM_THREADS=1|2 × ATEN_CPU_CAPABILITY=default|avx2;
         # an error of 1e-13 on the smallest fitted point (1.8e-9) would move it by ~5e-6, so 1e-4 (a five-hundredth
         # of RATE_TOL). History: docs/notes/thm1-construction.md.
@@ -212,7 +222,7 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
                 f"{w_pred:.2f} (control).",
         instance=None if verdict == "pass" else {"kernel": kernel.tolist(), "context": batch.context[0].tolist(),
                                                  "query": batch.query[0].tolist()},
-        control=control,
+        control=control, positive_control=limit_control(kernel, batch, ("attention", "predictive")),
         # measured spread ≤ 6e-17 over OMP_NUM_THREADS=1|2 × ATEN_CPU_CAPABILITY=default|avx2 and against the
         # reference report; 1e-12 leaves a ×10^4 margin and is a millionth of the threshold
         tolerances={"max_attention_l1_error": {"abs": 1e-12}, "max_predictive_error": {"abs": 1e-12}})

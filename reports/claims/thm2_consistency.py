@@ -26,8 +26,8 @@ from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_s
                                                run_convergence, seeded_runs, seeds_record, seeds_text, threshold_side,
                                                training_seeds)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Table, jsonable, new_figure,
-                                     verdict_from_interval)
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, PositiveControl, Table, jsonable,
+                                     new_figure, verdict_from_interval)
 from bma_verify.theory.consistency import (derive_thm2_consistency, exact_error_probability, exponent_times_four,
                                            perturb_thm2_consistency, verify_thm2_consistency)
 
@@ -124,13 +124,30 @@ def _power(out: dict, L_values) -> dict:
             for f in POWER_FACTORS}
 
 
+def exact_rates(kernel, parents, L_values, out: dict) -> np.ndarray:
+    """(L, pair) exact P(S_L ≤ 0), each pair's score difference convolved L times (cheap for d = 2 only)."""
+    return np.array([[exact_error_probability(kernel, pairwise_joint(kernel, parents, hp, int(parents[h])), L)
+                      for h, hp in out["pairs"]] for L in L_values])
+
+
+def exact_rate_control(kernel, parents, L_values, out: dict) -> PositiveControl:
+    """The bound rule on its ideal input, on the flip instance: rates equal to the exact P(S_L ≤ 0), each with its
+    Wilson interval moved to centre on it (same shape: the same sample size)."""
+    exact = exact_rates(kernel, parents, L_values, out)
+    shift = exact - out["pair_rate"]
+    verdict, cells = _decide_bound(out["pair_low"] + shift, out["pair_high"] + shift, out["bound"], out["contexts"])
+    return PositiveControl("on the flip instance (d = 2, exact by convolution), error rates equal to the exact "
+                           "P(S_L ≤ 0) with their own interval shapes, judged by the same interval rule against the "
+                           "bound", {"verdict": verdict, "cells_judged": int((cells != "unresolved").sum()),
+                                     "cells_failed": int((cells == "fail").sum())}, verdict == "pass")
+
+
 def _smallest_false_factor(kernel, parents, L_values, out: dict) -> dict:
     """The smallest exponent factor f whose bound exp(−f·LΔ²/(2 log²(1/ε))) the exact P(S_L ≤ 0) exceeds somewhere
     on the L grid, −log P / (LΔ²/(2 log²(1/ε))) minimised over (L, pair): a planted factor below it is a true bound
     on this instance, which no sample size can reject. Exact laws by convolution (d = 2: a lattice, cheap)."""
     exponent = -np.log(hoeffding_bound(np.asarray(L_values)[:, None], out["gap"][None, :], out["eps"]))
-    exact = np.array([[exact_error_probability(kernel, pairwise_joint(kernel, parents, hp, int(parents[h])), L)
-                       for h, hp in out["pairs"]] for L in L_values])
+    exact = exact_rates(kernel, parents, L_values, out)
     factors = -np.log(exact) / exponent
     i, p = np.unravel_index(np.argmin(factors), factors.shape)
     return {"factor": float(factors[i, p]), "L": L_values[i], "pair": list(out["pairs"][p]),
@@ -240,6 +257,7 @@ def monte_carlo_check(ctx: CheckContext) -> CheckOutcome:
         threshold="Wilson 95% interval of each pair's error rate below exp(−LΔ²/(2 log²(1/ε)))",
         summary=_thm2_summary(measured, control_cells, blocks, verdict, control_verdict),
         figures=[figure], control=control,
+        positive_control=exact_rate_control(*_error_rates(ctx)["flip"]),
         tables=[Table("error vs L", ["instance", "L", "argmax error", "max pair error", "min bound",
                                      "cells violating ×4"], [row for d in done.values() for row in d["rows"]])])
 

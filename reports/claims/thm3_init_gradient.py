@@ -22,6 +22,7 @@ from bma_verify.numerics.init_gradient_sweep import (THM3_RANGES, thm3_check_pos
 from bma_verify.numerics.task import random_kernel, random_parents
 from bma_verify.numerics.thm3_stationary import proof_chain, stationary_chain_sweep
 from bma_verify.reports.checks.numeric_common import (IDENTITY_ATOL, Z_AGREE, chunks, combine_verdicts, decide_interval,
+                                                      ideal_estimate_verdict, ideal_estimates_control,
                                                       save_check_figure, smallest_instance, stored_counterexamples,
                                                       z_scores)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
@@ -398,7 +399,9 @@ def _thm3_mc_case(label: str, kernel, parents, init, n: int, rng) -> dict:
             "verdict": decide_interval(z, margins.low, margins.high, 0.0, below=False),
             "runner_up": runner_up,
             "control_verdict": decide_interval(z_shuffled, shuffled["margins"].low, shuffled["margins"].high, 0.0,
-                                                below=False)}
+                                                below=False),
+            "ideal_verdict": ideal_estimate_verdict(exact[parent] - exact[others], margins.value, margins.low,
+                                                    margins.high, 0.0, below=False)}
 
 
 def monte_carlo_check(ctx: CheckContext) -> CheckOutcome:
@@ -445,8 +448,8 @@ def monte_carlo_check(ctx: CheckContext) -> CheckOutcome:
                 f"{', '.join(c['control_verdict'] for c in cases)} (control).",
         tables=[Table("smallest margin", ["case", "pa(h)", "closest h'", "exact", "estimate", "stderr", "max |z|",
                                           "verdict", "runner-up as parent"], rows)],
-        control=control, reason="a margin interval straddles 0 or an estimate disagrees" if verdict == "inconclusive"
-        else "")
+        control=control, positive_control=ideal_estimates_control(cases, "the exact margins (1/h)(J(pa) − J(h'))"),
+        reason="a margin interval straddles 0 or an estimate disagrees" if verdict == "inconclusive" else "")
 
 
 def _decide_gradient(result: dict) -> str:

@@ -11,7 +11,7 @@ import bma_verify.model.analysis as analysis_module
 import bma_verify.reports.claims.bma_score_identity as claim
 from bma_verify import numerics as nm
 from bma_verify.model.construction import bma_construction
-from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
+from bma_verify.reports.core import NOT_DISCRIMINATING, NOT_TESTABLE, CheckContext, settle
 
 SMALL = 8  # posterior contexts of the accepted-control test
 
@@ -76,3 +76,52 @@ def test_symbolic_check_fails_when_its_derived_result_is_the_planted_perturbatio
                                                                     **sizes)))
     outcome = claim.symbolic_check(CheckContext(tier="quick", seed=0))
     assert outcome.verdict == "fail" and outcome.instance["identities_failed"], outcome.summary
+
+
+def test_model_check_positive_control_is_the_beta_limit_and_passes():
+    outcome = claim.model_check(CheckContext(tier="quick", seed=0))
+    assert outcome.positive_control.passed, outcome.positive_control
+    assert outcome.positive_control.measured["attention"] <= claim.CONSTRUCTION_TOL
+
+
+def test_a_wrong_limit_fails_the_model_checks_positive_control(monkeypatch):
+    # Planted wrong ideal: the β → ∞ limit read child → parent ((log π)ᵀ); the check is then not testable.
+    right = nm.selector_attention
+    monkeypatch.setattr(nm, "selector_attention", lambda W, context: right(W.T, context))
+    outcome = claim.model_check(CheckContext(tier="quick", seed=0))
+    assert outcome.verdict == "pass" and not outcome.positive_control.passed
+    assert outcome.positive_control.measured["attention"] > 0.1
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_TESTABLE in reason
+
+
+def test_symbolic_control_path_passes_the_unperturbed_formula():
+    # the control's own path with nothing planted (reports.checks.symbolic) accepts the derived formula
+    control = claim.symbolic_check(CheckContext(tier="quick", seed=0)).control
+    unplanted = control.measured["same_path_unplanted"]
+    assert unplanted["passed"] and unplanted["identities_failed"] == [] and control.rejected, unplanted
+
+
+def test_exact_positive_control_is_the_empty_context_prior_and_passes(tmp_path):
+    positive = claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)).positive_control
+    assert positive.passed and positive.measured["max_abs_error"] <= 1e-14, positive
+
+
+def test_a_wrong_factorised_posterior_fails_the_exact_check_and_leaves_its_positive_control(monkeypatch, tmp_path):
+    # The ideal stands in parent_posterior's place: a planted wrong parent_posterior is a fail, not "not testable".
+    right = claim.parent_posterior
+    monkeypatch.setitem(claim.POSTERIOR_CONTEXTS, "quick", SMALL)
+    monkeypatch.setattr(claim, "parent_posterior", lambda kernel, context: 0.99 * right(kernel, context))
+    outcome = claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    assert outcome.positive_control.passed and settle(outcome) == ("fail", "")
+
+
+def test_a_broken_enumeration_fails_the_exact_positive_control(monkeypatch, tmp_path):
+    # Planted: the reference (enumeration over trees) loses 1% of each row's mass; the check is not testable.
+    right = claim.brute_force_parent_posterior
+    monkeypatch.setitem(claim.POSTERIOR_CONTEXTS, "quick", SMALL)
+    monkeypatch.setattr(claim, "brute_force_parent_posterior", lambda kernel, context: 0.99 * right(kernel, context))
+    outcome = claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    assert not outcome.positive_control.passed and outcome.positive_control.measured["max_abs_error"] > 1e-3
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_TESTABLE in reason

@@ -89,3 +89,24 @@ def test_fig3_power_curve_over_the_output_shift(converged_fig2, monkeypatch):
     assert power[1.0]["rejected"] and control.rejected
     for t in fig3.CONTROL_SHIFTS:
         assert power[t]["value"] == pytest.approx(t * power[1.0]["value"], rel=1e-6, abs=1e-9)
+
+
+def test_fig3_positive_control_is_the_theorem1_construction_and_passes(converged_fig2, monkeypatch):
+    patch_runs(monkeypatch, {"fig2": converged_fig2})
+    positive = fig3.exp_fig3_parameters(CheckContext(tier="quick", seed=0)).positive_control
+    assert positive.passed, positive
+    assert positive.measured["off_block_fraction"] == 0.0 and positive.measured["softmax_W_OV_error"] < 1e-12
+    assert positive.measured["w_H_peak_offsets"] and set(positive.measured["w_H_peak_offsets"]) == {0}
+
+
+def test_fig3_with_a_construction_built_for_another_kernel_is_not_testable(converged_fig2, monkeypatch):
+    # planted wrong ideal: the construction's σ(W_OV) for the transposed kernel, not the run's π
+    patch_runs(monkeypatch, {"fig2": converged_fig2})
+    right = fig3.bma_construction
+    monkeypatch.setattr(fig3, "bma_construction", lambda kernel, *a, **k: right(
+        kernel.T / kernel.T.sum(1, keepdims=True), *a, **k))
+    outcome = fig3.exp_fig3_parameters(CheckContext(tier="quick", seed=0))
+    assert not outcome.positive_control.passed
+    assert outcome.positive_control.measured["rule"]["softmax_W_OV_error"] == "fail"
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and "not testable" in reason

@@ -151,3 +151,24 @@ def test_shift_for_column_error_raises_it_by_the_asked_amount(column_shifted):
     assert fig6.shift_for_column_error(W, kernel, direction, 0.0) == 0.0
     with pytest.raises(ValueError, match="raise_by"):
         fig6.shift_for_column_error(W, kernel, direction, 2.5)
+
+
+def test_fig6_positive_control_is_the_column_shifted_construction_and_passes(column_shifted, monkeypatch):
+    # full tier: log π + 1aᵀ for the run's kernel through the whole rule; quick tier: the power curve's end
+    _runs_by_seed(monkeypatch, [column_shifted] * 5)
+    positive = fig6.exp_fig6_column_alignment(CheckContext(tier="full", seed=0)).positive_control
+    assert positive.passed and positive.measured["column_error"] < 1e-9, positive
+    assert abs(positive.measured["row_error"] - fig6.PAPER["row_error"]) < 1e-9
+    quick = fig6.exp_fig6_column_alignment(CheckContext(tier="quick", seed=0)).positive_control
+    assert quick.passed and quick.measured["x"] == 0.0
+
+
+def test_fig6_with_an_ideal_whose_rows_match_too_is_not_testable(column_shifted, monkeypatch):
+    # planted wrong ideal: log π with no column shift (row error 0), whose column error cannot sit below its row error
+    _runs_by_seed(monkeypatch, [column_shifted] * 5)
+    monkeypatch.setitem(fig6.PAPER, "row_error", 0.0)
+    outcome = fig6.exp_fig6_column_alignment(CheckContext(tier="full", seed=0))
+    assert not outcome.positive_control.passed
+    assert outcome.positive_control.measured["rule"]["column_below_row"] != "pass"
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and "not testable" in reason

@@ -46,3 +46,31 @@ def test_construction_rule_and_rate_fit():
     betas = np.arange(1.0, 20.0)
     assert C.fit_rate(betas, np.exp(-0.7 * betas)) == pytest.approx(0.7, rel=1e-9)
     assert C.fit_rate(betas, np.full(betas.size, 0.3)) == 0.0  # nothing in the fit range
+
+
+def test_construction_symbolic_control_path_passes_the_true_table(ctx):
+    outcome = C.ext_dag_construction_symbolic(ctx)
+    unplanted = outcome.control.measured["same_path_unplanted"]
+    assert unplanted["passed"] and unplanted["identities_failed"] == [], unplanted
+    assert unplanted["max_abs_error"] < 1e-12 and outcome.control.rejected
+
+
+def test_a_control_path_that_rejects_the_true_table_cannot_reject_the_control(ctx, monkeypatch):
+    # Planted: the "true" table is the transposed one, so the path rejects everything; the pass is withheld
+    monkeypatch.setattr(C, "log_table", C.transposed_log_table)
+    outcome = C.ext_dag_construction_symbolic(ctx)
+    assert outcome.verdict == "pass" and not outcome.control.rejected
+    assert settle(outcome)[0] == "inconclusive" and "not discriminating" in settle(outcome)[1]
+
+
+def test_construction_model_positive_control_is_an_exact_exponential_and_passes(ctx):
+    positive = C.ext_dag_construction_model(ctx).positive_control
+    assert positive.passed and all(abs(r - 1.0) < 1e-9 for r in positive.measured["rates"]), positive
+
+
+def test_a_rate_bar_above_the_theorys_fails_the_model_positive_control(ctx, monkeypatch):
+    # Planted broken rule: a minimum rate of 2, which even the exact e^(−β) decay cannot meet.
+    monkeypatch.setattr(C, "MIN_RATE", 2.0)
+    outcome = C.ext_dag_construction_model(ctx)
+    assert not outcome.positive_control.passed
+    assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]

@@ -45,3 +45,19 @@ def test_lemma3_rule_and_violation_rule():
     assert L3.decide_lemma3(0, [0.3, 1.0], 1.0) == "fail"
     assert L3.decide_lemma3(0, [0.3], 0.99) == "fail"
     assert L3.violates(0.5, 0.4, 0.1) and not L3.violates(0.4, 0.4, 0.1)
+
+
+def test_lemma3_positive_control_is_enumerated_ratios_and_passes(ctx):
+    positive = L3.ext_dag_lemma3_sets(ctx).positive_control
+    assert positive.passed and positive.measured["disjoint_ratio"] < 1.0, positive
+    assert positive.measured["overlap_ratio"] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_lemma3_positive_control_fails_when_its_overlap_instance_is_not_flat(ctx, monkeypatch):
+    # Planted wrong ideal: the "overlapping" ratio computed for the disjoint complement instead (ratio < 1).
+    right = L3.enumerated_ratio
+    monkeypatch.setattr(L3, "enumerated_ratio", lambda kernels, parent_sets, h, S: right(
+        kernels, parent_sets, h, [p for p in range(h) if p not in S][:len(S)]))
+    outcome = L3.ext_dag_lemma3_sets(ctx)
+    assert not outcome.positive_control.passed
+    assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]

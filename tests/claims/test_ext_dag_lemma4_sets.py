@@ -74,3 +74,37 @@ def test_lemma4_monte_carlo_is_not_discriminating_when_the_planted_value_is_the_
 
     monkeypatch.setattr(L4, "dag_lemma4_monte_carlo", harmless)
     assert not_discriminating(L4.ext_dag_lemma4_sets_monte_carlo(ctx))
+
+
+def test_lemma4_symbolic_and_monte_carlo_positive_controls_pass(ctx):
+    symbolic = L4.ext_dag_lemma4_sets_symbolic(ctx).control.measured["same_path_unplanted"]
+    assert symbolic["passed"] and symbolic["identities_failed"] == [], symbolic
+    mc = L4.ext_dag_lemma4_sets_monte_carlo(ctx).positive_control
+    assert mc.passed and set(mc.measured["verdicts"]) == {"pass"}, mc
+
+
+def test_lemma4_monte_carlo_positive_control_fails_under_a_rule_that_never_agrees(ctx, monkeypatch):
+    # Planted broken rule: no estimate agrees with its exact value (Z_AGREE < 0), not even the exact value itself.
+    monkeypatch.setattr(L4, "Z_AGREE", -1.0)
+    outcome = L4.ext_dag_lemma4_sets_monte_carlo(ctx)
+    assert not outcome.positive_control.passed
+    assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]
+
+
+def test_lemma4_exact_positive_control_is_an_enumerated_dag_and_passes(ctx):
+    positive = L4.ext_dag_lemma4_sets_exact(ctx).positive_control
+    assert positive.passed and positive.measured["identity_error"] < 1e-13 and positive.measured["delta"] > 0
+
+
+def test_lemma4_exact_positive_control_fails_on_a_right_side_without_kl(ctx, monkeypatch):
+    # Planted wrong ideal: both right sides lose E KL; the enumerated Δ no longer matches them.
+    right = L4.dag_lemma4_terms
+
+    def without_kl(*args):
+        terms = right(*args)
+        return {**terms, "rhs": terms["rhs"] - terms["kl"], "kl_true_vs_candidate": terms["rhs"] - terms["kl"]}
+
+    monkeypatch.setattr(L4, "dag_lemma4_terms", without_kl)
+    outcome = L4.ext_dag_lemma4_sets_exact(ctx)
+    assert not outcome.positive_control.passed
+    assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]

@@ -36,3 +36,19 @@ def test_posterior_rule_fails_a_wrong_k1_result():
     assert post.decide_posterior(1e-16, 0) == "pass"
     assert post.decide_posterior(1e-16, 1) == "fail"
     assert post.decide_posterior(1e-9, 0) == "fail"
+
+
+def test_positive_control_is_the_tree_identity_and_passes(ctx):
+    positive = post.ext_dag_posterior(ctx).positive_control
+    assert positive.passed and positive.measured["max_error"] < 1e-13, positive
+
+
+def test_a_wrong_tree_identity_fails_the_positive_control(ctx, monkeypatch):
+    # Planted wrong ideal: the factorised tree posterior read child → parent (π transposed and renormalised).
+    right = post.parent_posterior
+    monkeypatch.setattr(post, "parent_posterior", lambda kernel, context: right(
+        kernel.T / kernel.T.sum(1, keepdims=True), context))
+    outcome = post.ext_dag_posterior(ctx)
+    assert outcome.verdict == "pass" and not outcome.positive_control.passed
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and "not testable" in reason

@@ -41,3 +41,20 @@ def test_monte_carlo_rule_on_planted_gaps():
     straddles = {"mean": np.array([[0.0, 2.0], [5.0, 0.0]]), "se": np.ones((2, 2)), "exact": exact}
     decided = C.decide_monte_carlo(straddles)
     assert decided["verdict"] == "fail" and decided["max_abs_z"] == 3.0
+
+
+def test_monte_carlo_positive_control_is_the_closed_form_and_passes(monkeypatch):
+    monkeypatch.setitem(C.MC_SIZES, "quick", {**C.MC_SIZES["quick"], "T": 200, "per_lag": 5})
+    positive = C.claim1_monte_carlo(CheckContext(tier="quick", seed=1)).positive_control
+    assert positive.passed and positive.measured["max_abs_z"] == 0.0 and positive.measured["min_lower"] > 0
+
+
+def test_monte_carlo_positive_control_fails_when_the_closed_form_is_planted_negative(monkeypatch):
+    # Planted wrong ideal: the closed form's gaps with their sign flipped; the check is then not testable.
+    monkeypatch.setitem(C.MC_SIZES, "quick", {**C.MC_SIZES["quick"], "T": 200, "per_lag": 5})
+    right = C.expected_loglik_gap
+    monkeypatch.setattr(C, "expected_loglik_gap", lambda *a: -right(*a))
+    outcome = C.claim1_monte_carlo(CheckContext(tier="quick", seed=1))
+    assert not outcome.positive_control.passed
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and "not testable" in reason

@@ -35,6 +35,19 @@ def test_quick_tier_cannot_decide_and_its_control_is_rejected_with_its_power():
     assert all(a["value"] > b["value"] for a, b in zip(power, power[1:]))
 
 
+def test_positive_control_is_the_bayes_predictor_and_passes():
+    positive = D.depth_reproduction(CheckContext(tier="quick", seed=0)).positive_control
+    assert positive.passed and positive.measured["x"] == 1.0 and positive.measured["value"] == pytest.approx(0.0)
+
+
+def test_a_tolerance_nothing_meets_fails_the_positive_control(monkeypatch):
+    # planted broken rule: a negative KL tolerance, which even the Bayes predictor (KL 0) cannot meet
+    monkeypatch.setattr(D, "KL_TOL", -1.0)
+    outcome = D.depth_reproduction(CheckContext(tier="quick", seed=0))
+    assert not outcome.positive_control.passed
+    assert "not testable" in settle(outcome)[1]
+
+
 def _curve(kl, shape):
     steps = np.arange(0, 3001, 100)
     noise = np.random.default_rng(0).normal(scale=1e-4, size=len(steps))

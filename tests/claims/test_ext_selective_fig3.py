@@ -34,3 +34,18 @@ def test_rules_on_planted_curves():
     assert F3.decide(curves)["verdict"] == "fail"  # β = 10 planted equal to the BMA
     curves["theirs β = 10"] = off
     assert F3.decide(curves)["verdict"] == "pass"
+
+
+def test_positive_control_is_the_bma_in_our_place_and_passes(monkeypatch):
+    _small(monkeypatch)
+    positive = F3.fig3_comparison(CheckContext(tier="quick", seed=0)).positive_control
+    assert positive.passed and positive.measured["ours_equals_bayes"], positive
+
+
+def test_a_rule_that_nothing_meets_fails_the_positive_control(monkeypatch):
+    # planted broken rule: a negative tolerance, which even the BMA compared with itself cannot meet
+    _small(monkeypatch)
+    monkeypatch.setattr(F3, "EXACT_ATOL", -1.0)
+    outcome = F3.fig3_comparison(CheckContext(tier="quick", seed=0))
+    assert not outcome.positive_control.passed
+    assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]

@@ -41,6 +41,25 @@ def test_a_harmless_shift_withholds_the_exact_pass(monkeypatch):
     assert verdict == "inconclusive" and "not discriminating" in reason
 
 
+def test_exact_positive_control_is_the_per_lag_variant_and_passes():
+    outcome = F.footnote1_selective_induction(CheckContext(tier="quick", seed=0))
+    assert outcome.positive_control.passed and outcome.positive_control.measured["max_error"] <= 1e-13
+
+
+def test_a_wrong_per_lag_construction_fails_the_exact_positive_control(monkeypatch):
+    # planted wrong ideal: on the per-lag variant the construction reads the lag off by one
+    real = S.construction_predictive
+
+    def off_by_one_on_per_lag(*a, task="dangelo", **k):
+        return real(*a, task=task, **k) if task != "per_lag" else real(*a, task=task, lag_shift=1, **k)
+
+    monkeypatch.setattr(F, "construction_predictive", off_by_one_on_per_lag)
+    outcome = F.footnote1_selective_induction(CheckContext(tier="quick", seed=0))
+    assert outcome.verdict == "pass" and not outcome.positive_control.passed
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and "not testable" in reason
+
+
 def _final(lag, query, se=0.001):
     return {"lag_gap": lag, "lag_gap_se": se, "query_gap": query, "query_gap_se": se, "token_gap": lag / 2,
             "lag_lpa_model": 0.5, "lag_lpa_bayes": 0.45, "uniform_lag_gap": 0.4, "uniform_lag_gap_se": se,

@@ -139,3 +139,36 @@ def test_a_pair_whose_parent_information_is_not_resolved_is_not_judged():
     # an estimate far from its exact value still reads inconclusive on an unresolved pair
     wide = types.SimpleNamespace(low=0.0, high=2.0)
     assert claim._judge_ratio({"x": 5.0}, wide, 1.0, resolved=False) == "inconclusive"
+
+
+@pytest.mark.slow
+def test_monte_carlo_positive_control_is_the_exact_ratios_and_passes(quick_outcomes):
+    outcome = quick_outcomes["monte_carlo_check"]
+    positive = outcome.positive_control
+    assert positive.passed, positive
+    # a pair the sample size cannot resolve is left out of the ideal as of the real verdict
+    assert [v == "unresolved" for v in positive.measured["verdicts"]] == [
+        v == "unresolved" for v in outcome.measured["instance_verdicts"]]
+
+
+def test_symbolic_control_path_passes_the_unperturbed_formula():
+    # the control's own path with nothing planted (reports.checks.symbolic) accepts the derived formula
+    control = claim.symbolic_check(CheckContext(tier="quick", seed=0)).control
+    unplanted = control.measured["same_path_unplanted"]
+    assert unplanted["passed"] and unplanted["identities_failed"] == [] and control.rejected, unplanted
+
+
+@pytest.mark.slow
+def test_exact_positive_control_is_an_enumerated_chain_and_passes(quick_outcomes):
+    positive = quick_outcomes["exact_check"].positive_control
+    assert positive.passed and 0 < positive.measured["max_ratio"] < 0.9, positive
+
+
+def test_an_ideal_outside_the_hypothesis_fails_the_exact_positive_control(monkeypatch, tmp_path):
+    # Planted wrong ideal: flip probability 0 (the copy kernel, ε = 0), where the ratio is exactly 1.
+    monkeypatch.setitem(claim.FLIP_POSITIVE, "flip", 0.0)
+    monkeypatch.setitem(numeric_common.SIZES, "quick", {**numeric_common.SIZES["quick"], "lemma3_instances": 24,
+                                                        "lemma3_chunk": 24})
+    outcome = claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    assert not outcome.positive_control.passed and outcome.positive_control.measured["max_ratio"] == pytest.approx(1.0)
+    assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]

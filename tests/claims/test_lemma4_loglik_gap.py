@@ -9,7 +9,7 @@ import pytest
 import bma_verify.numerics.dpi_sweep as dpi_sweep
 import bma_verify.reports.checks.numeric_common as numeric_common
 import bma_verify.reports.claims.lemma4_loglik_gap as claim
-from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
+from bma_verify.reports.core import NOT_DISCRIMINATING, NOT_TESTABLE, CheckContext, settle
 
 SMALL = {"lemma3_instances": 24, "lemma3_chunk": 24, "mc_instances": 2, "mc_samples": 20_000}
 
@@ -86,3 +86,57 @@ def test_symbolic_check_fails_when_its_derived_result_is_the_planted_perturbatio
                                                                     **sizes)))
     outcome = claim.symbolic_check(CheckContext(tier="quick", seed=0))
     assert outcome.verdict == "fail" and outcome.instance["identities_failed"], outcome.summary
+
+
+def test_the_ideal_estimate_rule_passes_a_decidable_exact_value_and_not_a_near_or_wrong_one():
+    # The Monte Carlo rule on an estimate landing on the exact value, interval [est − 0.1, est + 0.1] re-centred.
+    assert numeric_common.ideal_estimate_verdict(0.5, 0.47, 0.37, 0.57, 0.0, below=False) == "pass"
+    assert numeric_common.ideal_estimate_verdict(0.05, 0.1, 0.0, 0.2, 0.0, below=False) == "inconclusive"
+    assert numeric_common.ideal_estimate_verdict(-0.5, 0.1, 0.0, 0.2, 0.0, below=False) == "fail"
+
+
+@pytest.mark.slow
+def test_monte_carlo_positive_control_is_the_exact_gaps_and_passes(quick_outcomes):
+    positive = quick_outcomes["monte_carlo_check"].positive_control
+    assert positive.passed and set(positive.measured["verdicts"]) == {"pass"}, positive
+
+
+def test_a_rule_that_never_agrees_fails_the_monte_carlo_positive_control(monkeypatch):
+    # Planted broken rule: no estimate can agree with its exact value (Z_AGREE < 0), not even the exact value itself.
+    monkeypatch.setitem(numeric_common.SIZES, "quick", SMALL)
+    monkeypatch.setattr(numeric_common, "Z_AGREE", -1.0)
+    outcome = claim.monte_carlo_check(CheckContext(tier="quick", seed=0))
+    assert not outcome.positive_control.passed
+    assert set(outcome.positive_control.measured["verdicts"]) == {"inconclusive"}
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_TESTABLE in reason
+
+
+def test_symbolic_control_path_passes_the_unperturbed_formula():
+    # the control's own path with nothing planted (reports.checks.symbolic) accepts the derived formula
+    control = claim.symbolic_check(CheckContext(tier="quick", seed=0)).control
+    unplanted = control.measured["same_path_unplanted"]
+    assert unplanted["passed"] and unplanted["identities_failed"] == [] and control.rejected, unplanted
+
+
+@pytest.mark.slow
+def test_exact_positive_control_is_the_enumerated_identity_and_passes(quick_outcomes):
+    positive = quick_outcomes["exact_check"].positive_control
+    assert positive.passed and positive.measured["identity_error"] <= numeric_common.IDENTITY_ATOL, positive
+    assert positive.measured["lhs"] > 0
+
+
+def test_a_wrong_enumerated_identity_fails_the_exact_positive_control(monkeypatch):
+    # Planted wrong ideal: the right side without its E KL term; the exact check is then not testable.
+    right = claim.lemma4_terms
+
+    def without_kl(*args):
+        terms = right(*args)
+        return {**terms, "rhs": terms["rhs"] - terms["kl"]}
+
+    monkeypatch.setitem(numeric_common.SIZES, "quick", SMALL)
+    monkeypatch.setattr(claim, "lemma4_terms", without_kl)
+    outcome = claim.exact_check(CheckContext(tier="quick", seed=0))
+    assert outcome.verdict == "pass" and not outcome.positive_control.passed
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_TESTABLE in reason

@@ -174,13 +174,17 @@ def test_trained_models_rule_on_planted_evaluations(ctx, planted_models):
     assert [p["rejected"] for p in out.control.power] == [True, True, False, False]  # λ = 0, 0.5 | 0.9, 1
 
 
-def test_trained_models_control_accepted_reads_not_discriminating(ctx, planted_models):
+def test_trained_models_control_accepted_reads_not_discriminating(ctx, planted_models, monkeypatch):
     # Planted: the power curve's λ = 1 point (the control's gap slot) holds the bilinear gap instead of BMA, so the
     # rule accepts the control; compared against settle's 'not discriminating'.
+    # The positive control (whose closing slot is the same λ = 1 point) keeps the true BMA, so that only the
+    # control is planted.
     _, _, power = planted_models
+    bma, ideal = power[1.0], prop2._models_ideal
     power[1.0] = _eval(FIT["gap_eval"])
+    monkeypatch.setattr(prop2, "_models_ideal", lambda fit, curve: ideal(fit, {**curve, 1.0: bma}))
     out = prop2.prop2_trained_models(ctx)
-    assert out.verdict == "pass" and not out.control.rejected
+    assert out.verdict == "pass" and not out.control.rejected and out.positive_control.passed
     verdict, reason = settle(out)
     assert verdict == "inconclusive" and NOT_DISCRIMINATING in reason
 
@@ -298,3 +302,34 @@ def test_ffn_check_on_the_best_bilinear_w_is_refuted_when_converged_and_open_whe
         ffns[seed]["history"]["loss"] = FALLING_LOSS
     out = prop2.prop2_ffn_closes_gap(ctx)
     assert out.verdict == "inconclusive" and "not converged" in out.reason and out.findings[0].status == "open"
+
+
+def test_symbolic_control_path_passes_the_unperturbed_formula():
+    # the control's own path with nothing planted (reports.checks.symbolic) accepts the derived formula
+    control = prop2.symbolic_check(CheckContext(tier="quick", seed=0)).control
+    unplanted = control.measured["same_path_unplanted"]
+    assert unplanted["passed"] and unplanted["identities_failed"] == [] and control.rejected, unplanted
+
+
+def test_trained_models_positive_control_is_the_best_bilinear_w_and_bma(ctx, planted_models):
+    # The ideal pair: the best bilinear W (the fit's held-out gaps: 0.075 at L' = 3, closed at 20) and BMA (λ = 1).
+    positive = prop2.prop2_trained_models(ctx).positive_control
+    assert positive.passed and positive.measured["shows_gap"] and positive.measured["closes"], positive
+
+
+def test_trained_models_positive_control_fails_when_bma_is_planted_off(ctx, planted_models):
+    # Planted wrong ideal: the "BMA" slot (λ = 1) holds the bilinear gaps; the check is then not testable.
+    _, _, power = planted_models
+    power[1.0] = _eval(FIT["gap_eval"])
+    out = prop2.prop2_trained_models(ctx)
+    assert not out.positive_control.passed and not out.positive_control.measured["closes"]
+    verdict, reason = settle(out)
+    assert verdict == "inconclusive" and "not testable" in reason
+
+
+def test_ffn_positive_control_is_bma_and_passes_and_fails_when_planted_off(planted_models, tmp_path):
+    _, _, power = planted_models
+    ctx = CheckContext(tier="full", seed=0, figures_dir=tmp_path)
+    assert prop2.prop2_ffn_closes_gap(ctx).positive_control.passed
+    power[1.0] = _eval([0.05, 0.09, 0.13])  # planted: the curve's end is not BMA
+    assert not prop2.prop2_ffn_closes_gap(ctx).positive_control.passed

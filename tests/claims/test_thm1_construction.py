@@ -13,7 +13,7 @@ import bma_verify.model.analysis as analysis_module
 import bma_verify.reports.claims.thm1_construction as claim
 from bma_verify import theory
 from bma_verify.model.construction import bma_construction
-from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
+from bma_verify.reports.core import NOT_DISCRIMINATING, NOT_TESTABLE, CheckContext, settle
 from bma_verify.theory.construction import BETA, G_SYM, H_SYM, L_SYM
 from bma_verify.theory.derivation import Derivation
 
@@ -121,3 +121,41 @@ def test_two_runs_of_the_exact_check_agree():
     b = claim.exact_check(CheckContext(tier="quick", seed=3))
     assert a.measured == b.measured
 
+
+
+def test_model_check_positive_control_is_the_beta_limit_and_passes():
+    outcome = claim.model_check(CheckContext(tier="quick", seed=0))
+    positive = outcome.positive_control
+    assert positive.passed and set(positive.measured) == {"attention", "predictive"}, positive
+
+
+def test_a_rule_that_rejects_everything_fails_the_positive_control(monkeypatch):
+    # Planted broken rule: a negative tolerance rejects even the exact β → ∞ limit; the check is not testable.
+    import bma_verify.reports.checks.construction as construction
+
+    monkeypatch.setattr(construction, "CONSTRUCTION_TOL", -1.0)
+    outcome = claim.model_check(CheckContext(tier="quick", seed=0))
+    assert not outcome.positive_control.passed
+    verdict, reason = settle(outcome)
+    assert verdict == "inconclusive" and NOT_TESTABLE in reason
+
+
+def test_symbolic_control_path_passes_the_unperturbed_formula():
+    # the control's own path with nothing planted (reports.checks.symbolic) accepts the derived formula
+    control = claim.symbolic_check(CheckContext(tier="quick", seed=0)).control
+    unplanted = control.measured["same_path_unplanted"]
+    assert unplanted["passed"] and unplanted["identities_failed"] == [] and control.rejected, unplanted
+
+
+def test_rate_check_positive_control_fits_rate_one_and_passes():
+    positive = claim.rate_check(CheckContext(tier="quick", seed=0)).positive_control
+    assert positive.passed and abs(positive.measured["fitted_rate"] - 1.0) < 1e-9, positive
+    assert len(positive.measured["fitted_beta"]) >= 2
+
+
+def test_a_rule_with_no_tolerance_left_fails_the_rate_checks_positive_control(monkeypatch):
+    # Planted broken rule: a negative tolerance rejects even the exact e^{−β} curve.
+    monkeypatch.setattr(claim, "RATE_TOL", -1.0)
+    outcome = claim.rate_check(CheckContext(tier="quick", seed=0))
+    assert not outcome.positive_control.passed
+    assert settle(outcome)[0] == "inconclusive" and NOT_TESTABLE in settle(outcome)[1]

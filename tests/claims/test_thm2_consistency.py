@@ -179,3 +179,23 @@ def test_model_check_fails_a_converged_run_that_cannot_represent_bma(monkeypatch
     outcome = claim.model_check(CheckContext(tier="quick", seed=0))
     assert outcome.converged["plateaued"] is True and outcome.verdict == "fail", outcome.summary
     assert settle(outcome) == ("fail", "")
+
+
+def test_symbolic_control_path_passes_the_unperturbed_formula():
+    # the control's own path with nothing planted (reports.checks.symbolic) accepts the derived formula
+    control = claim.symbolic_check(CheckContext(tier="quick", seed=0)).control
+    unplanted = control.measured["same_path_unplanted"]
+    assert unplanted["passed"] and unplanted["identities_failed"] == [] and control.rejected, unplanted
+
+
+def test_monte_carlo_positive_control_is_the_exact_rate_and_passes(tmp_path):
+    positive = claim.monte_carlo_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)).positive_control
+    assert positive.passed and positive.measured["cells_judged"] > 0 and positive.measured["cells_failed"] == 0
+
+
+def test_an_exact_rate_above_the_bound_fails_the_monte_carlo_positive_control(monkeypatch, tmp_path):
+    # Planted wrong ideal: the "exact" P(S_L ≤ 0) replaced by 1 (every comparison lost), far above every bound.
+    monkeypatch.setattr(claim, "exact_error_probability", lambda kernel, joint, L: 1.0)
+    outcome = claim.monte_carlo_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    assert not outcome.positive_control.passed and outcome.positive_control.measured["cells_failed"] > 0
+    assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]

@@ -183,3 +183,16 @@ def test_the_stationary_check_fails_when_a_step_has_negative_slack(monkeypatch, 
     monkeypatch.setattr(claim, "stationary_chain_sweep", broken_sdpi)
     outcome = claim.stationary_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
     assert outcome.verdict == "fail" and outcome.findings[0].status == "refuted"
+
+
+@pytest.mark.slow
+def test_monte_carlo_positive_control_is_the_exact_margins_and_passes(quick_outcomes):
+    positive = quick_outcomes["monte_carlo_check"].positive_control
+    assert positive.passed and set(positive.measured["verdicts"]) == {"pass"}, positive
+
+
+def test_symbolic_control_path_passes_the_unperturbed_formula():
+    # the control's own path with nothing planted (reports.checks.symbolic) accepts the derived formula
+    control = claim.symbolic_check(CheckContext(tier="quick", seed=0)).control
+    unplanted = control.measured["same_path_unplanted"]
+    assert unplanted["passed"] and unplanted["identities_failed"] == [] and control.rejected, unplanted
