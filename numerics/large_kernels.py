@@ -17,6 +17,7 @@ affordable and estimated from sampled prefixes, with its standard error, beyond.
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial.distance import cdist
 from scipy.special import rel_entr
 
 from bma_verify.numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_rng
@@ -32,8 +33,8 @@ from bma_verify.numerics.task import _sample_chains, _stationary_distribution
 MAX_BYTES = 4 * 2**30
 #: Refuse a check of more than this many floating-point operations (about a minute on one core).
 MAX_OPERATIONS = 5e11
-#: Bytes of the (rows, d, d) block of row differences held at once by :func:`dobrushin_coefficient_blocked`.
-_BLOCK_BYTES = 8 * 2**20  # small enough to stay in cache (faster than larger blocks)
+#: Bytes of the (rows, d) block of row distances held at once by :func:`dobrushin_coefficient_blocked`.
+_BLOCK_BYTES = 2**20  # 65 rows at d = 2000; blocks of 8 MiB or more ran slower (cache)
 #: Standard errors a Monte Carlo margin must clear to decide the exact π̄ form at a position.
 MONTE_CARLO_Z = 4.0
 #: Sampled gradient entries (samples × candidates) shared by the Monte Carlo positions of one check, and the fewest
@@ -45,40 +46,47 @@ MONTE_CARLO_SAMPLES = (200, 20_000)
 def dobrushin_coefficient_blocked(kernel) -> float:
     """δ(π) = max_{i,j} ½ Σ_z |π(z|i) − π(z|j)| of one (d, d) kernel in O(d²) memory (blocks of rows).
 
-    The same value as ``numerics.dobrushin_coefficient``, which holds a (d, d, d) array (201 GiB at d = 3000).
+    The same value as ``numerics.dobrushin_coefficient``, which holds a (d, d, d) array (201 GiB at d = 3000): each
+    block of rows i against the rows j >= its first is one ``scipy.spatial.distance.cdist`` (cityblock), a compiled
+    loop with no (rows, d, d) temporary (d = 2000, one core: 3 s against 6 s for NumPy's subtract-abs-sum blocks).
     """
     kernel = check_kernel(kernel, single=True)
     d = kernel.shape[0]
-    rows = max(1, _BLOCK_BYTES // (8 * d * d))
-    buffer = np.empty((rows, d, d))
+    rows = max(1, _BLOCK_BYTES // (8 * d))
     best = 0.0
-    for start in range(0, d, rows):
-        block = kernel[start:start + rows]  # (r, d): rows i, against the rows j >= start (the pairs j < i are done)
-        diff = np.subtract(block[:, None, :], kernel[None, start:, :], out=buffer[:len(block), :d - start])
-        best = max(best, float(np.abs(diff, out=diff).sum(-1).max()))
+    for start in range(0, d, rows):  # rows i in [start, start + rows) against j >= start (the pairs j < i are done)
+        best = max(best, float(cdist(kernel[start:start + rows], kernel[start:], "cityblock").max()))
     return 0.5 * best
 
 
-def kernel_powers(kernel, top: int, init=None) -> dict:
+def kernel_powers(kernel, top: int, init=None, *, stationary: bool = False) -> dict:
     """π^0..π^top (``powers``, (top+1, d, d)) and the laws μ₀ π^t of a node at depth t (``laws``, (top+1, d)).
 
-    ``init`` None: the stationary law (then every ``laws[t]`` is that law).
+    ``init`` None: the stationary law, computed here. ``stationary``: ``init`` is π's stationary law (as computed by
+    ``numerics.stationary_distribution``). In both cases every ``laws[t]`` is that law itself (μπ^t = μ, taken as
+    exact rather than re-rounded at each step), and ``law_depth`` (top+1,) maps every depth to 0, so that the depth
+    patterns of :func:`tree_pair_table` and :func:`j_form_gradients` which differ only in the depth of the common
+    ancestor share one product; otherwise ``law_depth[t] = t``.
     """
     kernel = check_kernel(kernel, single=True)
     top = check_positive_int(top, "top", 0)
-    init = _stationary_distribution(kernel) if init is None else check_init(init, kernel.shape[0])
-    return _kernel_powers(kernel, top, init)
+    if init is None:
+        init, stationary = _stationary_distribution(kernel), True
+    else:
+        init = check_init(init, kernel.shape[0])
+    return _kernel_powers(kernel, top, init, bool(stationary))
 
 
-def _kernel_powers(kernel: np.ndarray, top: int, init: np.ndarray) -> dict:
+def _kernel_powers(kernel: np.ndarray, top: int, init: np.ndarray, stationary: bool) -> dict:
     d = kernel.shape[0]
     powers = np.empty((top + 1, d, d))
     laws = np.empty((top + 1, d))
     powers[0], laws[0] = np.eye(d), init
     for t in range(1, top + 1):
         powers[t] = powers[t - 1] @ kernel
-        laws[t] = laws[t - 1] @ kernel
-    return {"powers": powers, "laws": laws, "init": init}
+        laws[t] = init if stationary else laws[t - 1] @ kernel
+    law_depth = np.zeros(top + 1, dtype=np.int64) if stationary else np.arange(top + 1)
+    return {"powers": powers, "laws": laws, "init": init, "law_depth": law_depth}
 
 
 def _patterns(parents: np.ndarray, depth: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -89,6 +97,12 @@ def _patterns(parents: np.ndarray, depth: np.ndarray, i: np.ndarray, j: np.ndarr
         up_a, up_b = differ & (depth[a] >= depth[b]), differ & (depth[b] >= depth[a])
         a[up_a], b[up_b] = parents[a[up_a]], parents[b[up_b]]
     return np.stack([depth[a], depth[i] - depth[a], depth[j] - depth[a]], axis=1)
+
+
+def _law_patterns(laws: dict, patterns: np.ndarray) -> np.ndarray:
+    """``patterns`` with depth(c) replaced by the first depth of the same law (0 for every depth under a stationary
+    μ₀: the patterns then differ by (k1, k2) only)."""
+    return np.column_stack([laws["law_depth"][patterns[:, 0]], patterns[:, 1:]])
 
 
 def _cached(cache: dict, keys: np.ndarray, compute) -> np.ndarray:
@@ -142,9 +156,9 @@ def tree_pair_table(kernel, trees, init=None, *, laws: dict | None = None) -> di
             if not len(h):  # H = 2: the only earlier position is the parent
                 continue
             parent = parents[h]
-            mi_p, loglik_p = _cached(parent_cache, depth[parent][:, None], lambda key: _parent_terms(
-                kernel, log_kernel, laws["laws"][key[0]])).T
-            keys = _patterns(parents, depth, k, h)
+            mi_p, loglik_p = _cached(parent_cache, laws["law_depth"][depth[parent]][:, None],
+                                     lambda key: _parent_terms(kernel, log_kernel, laws["laws"][key[0]])).T
+            keys = _law_patterns(laws, _patterns(parents, depth, k, h))
             mi_c, loglik_c, kl = _cached(candidate_cache, keys, lambda key: _candidate_terms(
                 kernel, log_kernel, laws, key)).T
             gap = loglik_p - loglik_c
@@ -206,7 +220,7 @@ def j_form_gradients(kernel, parents, h: int, init=None, *, laws: dict | None = 
     if laws is None:
         laws = kernel_powers(kernel, parents.shape[0] - 1, init)
     depth = _depths(parents)
-    keys = _patterns(parents, depth, np.arange(h), np.full(h, h))
+    keys = _law_patterns(laws, _patterns(parents, depth, np.arange(h), np.full(h, h)))
     return _cached({} if cache is None else cache, keys, lambda key: _j_gain(key, laws)) / h
 
 
