@@ -32,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 
-from bma_verify.model.analysis import construction_errors_vs_beta
 from bma_verify.numerics import doeblin_bound, random_parents, sample_chains, sample_task, stationary_distribution
 from bma_verify.numerics._validate import check_init, check_kernel, check_parents
 from bma_verify.numerics.claim_sweeps import MI_FLOOR, TIE_ATOL, VIOLATION_RTOL
@@ -43,7 +42,6 @@ from bma_verify.numerics.large_kernels import (MAX_BYTES, MAX_OPERATIONS, MONTE_
                                                exact_form_gradients, j_form_gradients, kernel_powers,
                                                monte_carlo_samples, tree_pair_table)
 from bma_verify.reports.catalog import KERNEL_CLAIMS  # the claims about a kernel, named without this module
-from bma_verify.reports.core import jsonable
 from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.search import replayable_kernel_findings
 
@@ -109,6 +107,7 @@ def _thm3_rows(kernel, trees, laws, rng, init) -> list[dict]:
 
 
 def _construction(kernel, rng, stationary, contexts: int = 32, H: int = 8) -> dict:
+    from bma_verify.model.analysis import construction_errors_vs_beta  # torch: seconds of start-up, thm1 only
     L = min(6, CONSTRUCTION_MAX_WIDTH // kernel.shape[0])  # L·d one-hot inputs per position: within the width
     batch = sample_task(kernel, contexts, L, H, rng=rng, init=stationary)
     errors = construction_errors_vs_beta(kernel, batch.context, batch.query, [CONSTRUCTION_BETA])
@@ -317,7 +316,8 @@ def check_kernel_claims(kernel, *, claims=KERNEL_CLAIMS, init=None, parents=None
                           "ratio_rtol": VIOLATION_RTOL, "monte_carlo_z": MONTE_CARLO_Z}}
     law0 = np.asarray(facts["stationary"]) if init is None else init
     needs_laws = facts["informative"] and bool({"thm3-init-gradient", *PAIR_CLAIMS} & set(claims))
-    laws = kernel_powers(kernel, max(len(p) for p in swept) - 1, law0) if needs_laws else None
+    laws = (kernel_powers(kernel, max(len(p) for p in swept) - 1, law0, stationary=init is None) if needs_laws
+            else None)
     pair_rows = _pair_rows(kernel, swept, laws) if needs_laws and set(PAIR_CLAIMS) & set(claims) else []
     # Theorem 3's samples draw from a generator of their own, so the construction's contexts do not depend on them
     samples = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(3,)))
@@ -423,5 +423,7 @@ def write_table(rows: list[dict], out_dir, *, force: bool = False) -> list[Path]
     if existing and not force:
         raise FileExistsError(f"{existing[0]} already exists; pass --force to replace it")
     write_text_atomic(paths[0], buffer.getvalue())
+    from bma_verify.reports.core import jsonable  # torch and matplotlib: seconds of start-up, only when writing
+
     write_text_atomic(paths[1], json.dumps(jsonable(rows), indent=2, ensure_ascii=False) + "\n")
     return paths
