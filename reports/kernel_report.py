@@ -276,13 +276,12 @@ def _checked_inputs(kernel, claims, init, parents, trees, H):
     return kernel, parents, init
 
 
-def _check_size(d: int, claims, parents, trees: int, H: int) -> None:
+def _check_size(d: int, claims, parents, trees: int, H: int, stationary: bool) -> None:
     """Refuse, before anything is allocated, a kernel whose checks would not fit (one line, naming what to change)."""
     H_swept, trees_swept = (len(parents), 1) if parents is not None else (H, trees)
-    cost = check_cost(d, H_swept, trees_swept, pairs=bool(set(PAIR_CLAIMS) & set(claims)),
-                      thm3="thm3-init-gradient" in claims)
+    cost = check_cost(d, H_swept, trees_swept, pairs=bool(set(PAIR_CLAIMS) & set(claims)), stationary=stationary)
     if cost["bytes"] > MAX_BYTES or cost["operations"] > MAX_OPERATIONS:
-        least = check_cost(d, 3, 1, pairs=False, thm3=False)  # the stationary law and δ(π) alone
+        least = check_cost(d, 3, 1, pairs=False)  # the stationary law and δ(π) alone
         fix = ("too many states at any --H and --trees" if least["operations"] > MAX_OPERATIONS
                or least["bytes"] > MAX_BYTES else "pass a smaller --H or fewer --trees")
         raise ValueError(f"a kernel of d = {d} states with H = {H_swept} positions needs about "
@@ -306,7 +305,7 @@ def check_kernel_claims(kernel, *, claims=KERNEL_CLAIMS, init=None, parents=None
     and ``findings`` (stronger readings of ours). Refuses (ValueError) a size whose checks would not fit.
     """
     kernel, parents, init = _checked_inputs(kernel, claims, init, parents, trees, H)
-    _check_size(kernel.shape[0], claims, parents, trees, H)
+    _check_size(kernel.shape[0], claims, parents, trees, H, stationary=init is None)
     rng = np.random.default_rng(seed)
     facts = kernel_facts(kernel)
     swept = _trees(parents, trees, H, rng)  # drawn first: the construction's contexts come after

@@ -43,6 +43,28 @@ def test_pair_table_equals_lemma3_pairs_and_lemma4_terms(seed):
         assert table["loglik_identity_error"].max() < 1e-12
 
 
+@pytest.mark.parametrize("d", [2, 7, 30, 50])
+def test_a_stationary_law_shares_products_across_depths_with_the_same_values(d):
+    # reference: the same table and J form with the law of every depth computed as μ π^t (stationary=False, the
+    # computation before patterns were shared), μ the stationary law
+    rng = np.random.default_rng(d)
+    kernel = nm.random_kernel(d, alpha=0.5, eps=0.1 / d, rng=rng)
+    trees = [nm.random_parents(7, rng=rng) for _ in range(4)]
+    mu = nm.stationary_distribution(kernel)
+    shared, per_depth = lk.kernel_powers(kernel, 6), lk.kernel_powers(kernel, 6, mu)
+    assert shared["law_depth"].max() == 0 and per_depth["law_depth"].tolist() == list(range(7))
+    new, old = (lk.tree_pair_table(kernel, trees, laws=laws) for laws in (shared, per_depth))
+    assert new["products"] < old["products"]
+    for key in ("h", "h_prime", "ancestor"):
+        np.testing.assert_array_equal(new[key], old[key])
+    for key in ("mi_parent", "mi_candidate", "ratio", "loglik_gap"):
+        np.testing.assert_allclose(new[key], old[key], rtol=1e-10, atol=1e-15)
+    for parents in trees:
+        for h in range(1, 7):
+            np.testing.assert_allclose(lk.j_form_gradients(kernel, parents, h, laws=shared),
+                                       lk.j_form_gradients(kernel, parents, h, laws=per_depth), rtol=1e-10, atol=1e-15)
+
+
 def test_zero_entries_give_infinite_gaps_as_before():
     # reference: lemma3_pairs + lemma4_terms under errstate, the kernel report's former path
     kernel = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
@@ -55,11 +77,14 @@ def test_zero_entries_give_infinite_gaps_as_before():
     np.testing.assert_allclose(table["mi_candidate"], pairs["mi_candidate"], rtol=1e-9, atol=1e-14)
 
 
-def test_depth_patterns_bounds_the_products_of_every_tree():
-    # brute force: every recursive tree of H positions, the patterns the table actually used
+@pytest.mark.parametrize("stationary", [True, False])
+def test_product_patterns_bounds_the_products_of_every_tree(stationary):
+    # brute force: every recursive tree of H positions, the products the table actually used (the bound is reached)
     for H in range(3, 8):
-        used = lk.tree_pair_table(nm.random_kernel(2, eps=0.1, rng=np.random.default_rng(H)), list(all_trees(H)))
-        assert used["patterns"] <= lk.depth_patterns(H)
+        rng = np.random.default_rng(H)
+        kernel = nm.random_kernel(2, eps=0.1, rng=rng)
+        used = lk.tree_pair_table(kernel, list(all_trees(H)), None if stationary else rng.dirichlet(np.ones(2)))
+        assert used["products"] == lk.product_patterns(H, stationary=stationary)
 
 
 @pytest.mark.parametrize("seed", [2, 3])
@@ -103,7 +128,7 @@ def test_exact_form_by_monte_carlo_falls_within_its_interval_around_enumeration(
 
 
 def test_cost_grows_with_d_and_monte_carlo_samples_share_a_budget():
-    small, large = lk.check_cost(300, 6, 20, pairs=True, thm3=True), lk.check_cost(3000, 6, 20, pairs=True, thm3=True)
+    small, large = lk.check_cost(300, 6, 20, pairs=True), lk.check_cost(3000, 6, 20, pairs=True)
     assert large["operations"] == pytest.approx(1000 * small["operations"])  # O(d³)
     assert large["operations"] > lk.MAX_OPERATIONS > small["operations"]
     assert lk.monte_carlo_samples(3, [2, 3]) == lk.MONTE_CARLO_SAMPLES[1]  # everything enumerable
