@@ -261,9 +261,13 @@ def j_form_gradients(kernel, parents, h: int, init=None, *, laws: dict | None = 
         raise ValueError(f"h must be a position in 1..{parents.shape[0] - 1} (it needs h candidates), got {h}")
     if laws is None:
         laws = kernel_powers(kernel, parents.shape[0] - 1, init)
-    depth = _depths(parents)
-    keys = _law_patterns(laws, _patterns(parents, depth, np.arange(h), np.full(h, h)))
-    return _cached({} if cache is None else cache, keys, lambda key: _j_gain(key, laws)) / h
+    return _j_form_gradients(parents, h, laws, {} if cache is None else cache)
+
+
+def _j_form_gradients(parents: np.ndarray, h: int, laws: dict, cache: dict) -> np.ndarray:
+    """:func:`j_form_gradients` on validated arguments."""
+    keys = _law_patterns(laws, _patterns(parents, _depths(parents), np.arange(h), np.full(h, h)))
+    return _cached(cache, keys, lambda key: _j_gain(key, laws)) / h
 
 
 def _j_gain(key: tuple, laws: dict) -> float:
@@ -290,15 +294,21 @@ def exact_form_gradients(kernel, parents, h: int, init=None, *, n: int = 20_000,
     parents = check_parents(parents, single=True)
     d = kernel.shape[0]
     init = _stationary_distribution(kernel) if init is None else check_init(init, d)
+    if d ** (h + 1) > MAX_SEQUENCES and tokens is None:
+        n = check_positive_int(n, "n", 2)
+        tokens = _sample_chains(kernel, parents[: h + 1], n, check_rng(rng), init)  # (n, h+1)
+    return _exact_form_gradients(kernel, parents, h, init, tokens)
+
+
+def _exact_form_gradients(kernel: np.ndarray, parents: np.ndarray, h: int, init: np.ndarray, tokens) -> dict:
+    """:func:`exact_form_gradients` on validated arguments, with ``tokens`` drawn already beyond enumeration."""
+    d = kernel.shape[0]
     parent = int(parents[h])
     others = np.delete(np.arange(h), parent)
     if d ** (h + 1) <= MAX_SEQUENCES:
         gradient = init_gradient(kernel, parents, h, init)
         return {"method": "enumeration", "gradient": gradient, "stderr": np.zeros(h), "others": others,
                 "margins": gradient[parent] - gradient[others], "margins_stderr": np.zeros(h - 1), "n": 0}
-    if tokens is None:
-        n = check_positive_int(n, "n", 2)
-        tokens = _sample_chains(kernel, parents[: h + 1], n, check_rng(rng), init)  # (n, h+1)
     tokens = np.asarray(tokens)
     if tokens.ndim != 2 or tokens.shape[1] <= h or tokens.shape[0] < 2:
         raise ValueError(f"tokens must be sampled chains of shape (n >= 2, H > h = {h}); got {tokens.shape}")
@@ -337,6 +347,37 @@ def monte_carlo_samples(d: int, positions) -> int:
     positions h (h candidates each) with d^(h+1) > MAX_SEQUENCES, within :data:`MONTE_CARLO_SAMPLES`."""
     beyond = sum(h for h in positions if d ** (h + 1) > MAX_SEQUENCES)
     return MONTE_CARLO_SAMPLES[1] if not beyond else int(np.clip(MONTE_CARLO_BUDGET // beyond, *MONTE_CARLO_SAMPLES))
+
+
+def thm3_position_rows(kernel, trees, laws: dict, init, rng) -> list[dict]:
+    """Per (tree, position h >= 2), Theorem 3's J-form gradients (:func:`j_form_gradients`) with their argmax
+    decision and the exact π̄ form's (:func:`exact_form_gradients`, :func:`exact_form_decision`), the kernel and
+    trees validated once (``thm3-init-gradient``). ``laws``: :func:`kernel_powers` of the deepest position with law
+    ``init`` at the root; beyond enumeration one draw of :func:`monte_carlo_samples` chains per tree (from ``rng``)
+    serves every position of it.
+
+    Returns
+    -------
+    list of dicts: ``tree``, ``h``, ``parent``, ``J_form`` (status), ``J_margin``, ``J_gradient`` (list),
+    ``exact_method``, the fields of :func:`exact_form_decision` and ``exact_gradient`` (list).
+    """
+    kernel = check_kernel(kernel, single=True)
+    trees, init, rng = _trees(trees), check_init(init, kernel.shape[0]), check_rng(rng)
+    positions = [(t, h) for t, parents in enumerate(trees) for h in range(2, len(parents))]
+    n = monte_carlo_samples(kernel.shape[0], [h for _, h in positions])
+    rows, chains, gains = [], {}, {}
+    for t, h in positions:
+        parents = trees[t]
+        parent = int(parents[h])
+        gradient = _j_form_gradients(parents, h, laws, gains)
+        status, margin = argmax_status(gradient, parent)
+        if t not in chains and kernel.shape[0] ** (h + 1) > MAX_SEQUENCES:  # one draw serves every position of t
+            chains[t] = _sample_chains(kernel, parents, n, rng, init)
+        exact = _exact_form_gradients(kernel, parents, h, init, chains.get(t))
+        rows.append({"tree": t, "h": h, "parent": parent, "J_form": status, "J_margin": margin,
+                     "J_gradient": gradient.tolist(), "exact_method": exact["method"],
+                     **exact_form_decision(exact, parent), "exact_gradient": exact["gradient"].tolist()})
+    return rows
 
 
 def product_patterns(H: int, *, stationary: bool) -> int:

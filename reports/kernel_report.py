@@ -32,15 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bma_verify.numerics import doeblin_bound, random_parents, sample_chains, sample_task, stationary_distribution
+from bma_verify.numerics import doeblin_bound, random_parents, sample_task, stationary_distribution
 from bma_verify.numerics._validate import check_init, check_kernel, check_parents
 from bma_verify.numerics.claim_sweeps import MI_FLOOR, TIE_ATOL, VIOLATION_RTOL
-from bma_verify.numerics.enumeration import MAX_SEQUENCES
-from bma_verify.numerics.init_gradient_sweep import argmax_status
 from bma_verify.numerics.large_kernels import (MAX_BYTES, MAX_OPERATIONS, MONTE_CARLO_Z, check_cost,
-                                               dobrushin_coefficient_blocked, exact_form_decision,
-                                               exact_form_gradients, j_form_gradients, kernel_powers,
-                                               monte_carlo_samples, tree_pair_table)
+                                               dobrushin_coefficient_blocked, kernel_powers, thm3_position_rows,
+                                               tree_pair_table)
 from bma_verify.reports.catalog import KERNEL_CLAIMS  # the claims about a kernel, named without this module
 from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.search import replayable_kernel_findings
@@ -85,25 +82,6 @@ def _pair_rows(kernel, trees, laws) -> list[dict]:
              "loglik_identity_error")
     casts = {"tree": int, "h": int, "h_prime": int, "parent": int, "ancestor": bool}
     return [{n: casts.get(n, float)(table[n][i]) for n in names} for i in range(len(table["h"]))]
-
-
-def _thm3_rows(kernel, trees, laws, rng, init) -> list[dict]:
-    """Per (tree, position h >= 2): the J-form gradients and decision, and the exact π̄ form's."""
-    positions = [(t, h) for t, parents in enumerate(trees) for h in range(2, len(parents))]
-    n = monte_carlo_samples(kernel.shape[0], [h for _, h in positions])
-    rows, chains, gains = [], {}, {}
-    for t, h in positions:
-        parents = trees[t]
-        parent = int(parents[h])
-        gradient = j_form_gradients(kernel, parents, h, laws=laws, cache=gains)
-        status, margin = argmax_status(gradient, parent)
-        if t not in chains and kernel.shape[0] ** (h + 1) > MAX_SEQUENCES:  # one draw serves every position of t
-            chains[t] = sample_chains(kernel, parents, n, rng=rng, init=init)
-        exact = exact_form_gradients(kernel, parents, h, init, tokens=chains.get(t), rng=rng)
-        rows.append({"tree": t, "h": h, "parent": parent, "J_form": status, "J_margin": margin,
-                     "J_gradient": gradient.tolist(), "exact_method": exact["method"],
-                     **exact_form_decision(exact, parent), "exact_gradient": exact["gradient"].tolist()})
-    return rows
 
 
 def _construction(kernel, rng, stationary, contexts: int = 32, H: int = 8) -> dict:
@@ -208,7 +186,7 @@ def _thm2_result(facts: dict, pair_rows: list[dict]) -> dict:
 def _thm3_result(kernel, facts: dict, swept, laws, rng, init) -> dict:
     """Verdict: the J form ranks pa(h) first wherever it is not a tie; finding: the exact π̄ form does too."""
     why = _not_applicable_reason(facts, needs_positive=False)
-    rows = [] if why else _thm3_rows(kernel, swept, laws, rng, init)
+    rows = [] if why else thm3_position_rows(kernel, swept, laws, init, rng)
     decided = [r for r in rows if r["J_form"] != "tie"]
     if why is None and not decided:
         why = f"every position is a tie: |margin| ≤ {TIE_ATOL:g}·max(1, max|g|)"

@@ -127,6 +127,32 @@ def test_exact_form_by_monte_carlo_falls_within_its_interval_around_enumeration(
     assert shared["n"] == 1000 and shared["gradient"].shape == (3,)
 
 
+@pytest.mark.parametrize("enumerate_", [True, False])
+def test_thm3_position_rows_equal_the_per_position_functions(monkeypatch, enumerate_):
+    # reference: j_form_gradients, sample_chains (one draw per tree, same generator) and exact_form_gradients called
+    # position by position, as the kernel report did before
+    if not enumerate_:
+        monkeypatch.setattr(lk, "MAX_SEQUENCES", 1)
+    rng = np.random.default_rng(8)
+    kernel = nm.random_kernel(4, alpha=0.5, eps=0.01, rng=rng)
+    trees = [nm.random_parents(6, rng=rng) for _ in range(3)]
+    mu = nm.stationary_distribution(kernel)
+    laws = lk.kernel_powers(kernel, 5, mu, stationary=True)
+    rows = lk.thm3_position_rows(kernel, trees, laws, mu, np.random.default_rng(9))
+    draws, n = np.random.default_rng(9), lk.monte_carlo_samples(4, [h for _ in trees for h in range(2, 6)])
+    expected = []
+    for t, parents in enumerate(trees):
+        chains = None if enumerate_ else nm.sample_chains(kernel, parents, n, rng=draws, init=mu)
+        for h in range(2, 6):
+            exact = lk.exact_form_gradients(kernel, parents, h, mu, tokens=chains)
+            expected.append((lk.j_form_gradients(kernel, parents, h, laws=laws).tolist(), exact["gradient"].tolist(),
+                             lk.exact_form_decision(exact, int(parents[h]))))
+    assert len(rows) == len(expected)
+    for row, (j_form, gradient, decision) in zip(rows, expected):
+        assert row["J_gradient"] == j_form and row["exact_gradient"] == gradient
+        assert {k: row[k] for k in decision} == decision
+
+
 def test_cost_grows_with_d_and_monte_carlo_samples_share_a_budget():
     small, large = lk.check_cost(300, 6, 20, pairs=True), lk.check_cost(3000, 6, 20, pairs=True)
     assert large["operations"] == pytest.approx(1000 * small["operations"])  # O(d³)
