@@ -6,6 +6,8 @@ Every pairwise law on a tree is P(x_i = a, x_j = b) = Σ_c P(x_c = c) π^{k1}[c,
 common ancestor of i and j and k1, k2 their depths below it. It depends on the tree only through
 (depth(c), k1, k2), so the powers π^0..π^{H−1} (H − 2 products of d × d matrices) and one product per distinct
 depth pattern give every (tree, pair) of a sweep: O(d³) per pattern and O(H d²) memory, never a (d, d, d) array.
+A pattern and its mirror (depth(c), k2, k1) share one product (transposed joints), k1 = 0 needs none, and under
+a stationary μ₀ depth(c) drops out of the pattern (every depth has the same law).
 Theorem 3's J form needs no product at all once the powers are known:
 
     J(h') + 1 = Σ_{a,b} P(x_h' = a, x_h = b) π(b | a) / P(x_h = b)
