@@ -189,7 +189,8 @@ def _tree_pairs(t: int, parents: np.ndarray, laws: dict) -> dict:
 
 
 def _candidate_table(kernel, log_kernel: dict, laws: dict, keys: np.ndarray) -> tuple[dict, int]:
-    """:func:`_candidate_terms` of every distinct pattern in ``keys``, and the number of d × d products used.
+    """(I(x_h; x_h'), :func:`_candidate_terms`) of every distinct pattern in ``keys``, and the number of d × d
+    products used.
 
     A pattern and its mirror (depth(c), k2, k1) have transposed joints (the same law of x_c, the two paths swapped),
     so each unordered pair {k1, k2} costs one product at most."""
@@ -201,10 +202,11 @@ def _candidate_table(kernel, log_kernel: dict, laws: dict, keys: np.ndarray) -> 
         depth_c, k1, k2 = key
         joint = _pattern_joint(laws, depth_c, min(k1, k2), max(k1, k2))
         products += min(k1, k2) > 0
+        mi = _mutual_information(joint)  # symmetric: the mirror's too
         for oriented, pattern in ((joint, (depth_c, min(k1, k2), max(k1, k2))),
                                   (joint.T, (depth_c, max(k1, k2), min(k1, k2)))):
             if pattern in needed and pattern not in cache:
-                cache[pattern] = _candidate_terms(kernel, log_kernel, oriented)
+                cache[pattern] = (mi, *_candidate_terms(kernel, log_kernel, oriented))
     return cache, products
 
 
@@ -244,12 +246,12 @@ def _pattern_joint(laws: dict, depth_c: int, k1: int, k2: int) -> np.ndarray:
     return np.maximum(joint, 0.0)  # rounding of the product can leave −1e-20 where the law is 0
 
 
-def _candidate_terms(kernel, log_kernel: dict, joint: np.ndarray) -> tuple[float, float, float]:
-    """I(x_h; x_h'), E log π(x_h | x_h') and E KL(q(·|x_h') ‖ π(·|x_h')) from their joint P(x_h' = a, x_h = b).
+def _candidate_terms(kernel, log_kernel: dict, joint: np.ndarray) -> tuple[float, float]:
+    """E log π(x_h | x_h') and E KL(q(·|x_h') ‖ π(·|x_h')) from their joint P(x_h' = a, x_h = b).
 
     E KL is summed on its own (not as I − H(x_h) − E log π), so that Lemma 4's identity compares independent sums."""
     kl = float(rel_entr(joint, joint.sum(-1)[:, None] * kernel).sum())
-    return _mutual_information(joint), _expected_log_kernel(joint, log_kernel), kl
+    return _expected_log_kernel(joint, log_kernel), kl
 
 
 def j_form_gradients(kernel, parents, h: int, init=None, *, laws: dict | None = None,
