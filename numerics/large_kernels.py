@@ -127,12 +127,21 @@ def _trees(trees) -> list[np.ndarray]:
     return trees
 
 
+def powers_needed(trees, *, j_form: bool) -> int:
+    """The highest power of π that :func:`tree_pair_table` (``j_form`` False) or also :func:`j_form_gradients`
+    (``j_form`` True) reads on ``trees``: the depth D of the deepest position (k1, k2 ≤ D), and for the J form
+    π^{k1+1} with h' at depth ≤ D − 1 when D = H − 1 (only position H − 1 can be that deep, and it is no h'), so
+    min(D + 1, H − 1)."""
+    trees = _trees(trees)
+    return max(min(int(_depths(p).max()) + j_form, len(p) - 1) for p in trees)
+
+
 def tree_pair_table(kernel, trees, init=None, *, laws: dict | None = None) -> dict:
     """Exact Lemma 3 and Lemma 4 quantities of every pair h' < h, h' ≠ pa(h), of every tree, at any d.
 
     The values of ``numerics.dpi_sweep.lemma3_pairs`` and ``lemma4_terms`` (the same joints, computed through the
     powers of π, one d × d product per distinct depth pattern). ``laws``: :func:`kernel_powers` computed before
-    (with ``top`` at least the deepest position), else computed here.
+    (with ``top`` at least :func:`powers_needed`), else computed here.
 
     Returns
     -------
@@ -144,11 +153,12 @@ def tree_pair_table(kernel, trees, init=None, *, laws: dict | None = None) -> di
     """
     kernel = check_kernel(kernel, single=True)
     trees = _trees(trees)
+    top = powers_needed(trees, j_form=False)
     if laws is None:
-        laws = kernel_powers(kernel, max(len(p) for p in trees) - 1, init)
-    elif len(laws["powers"]) < max(len(p) for p in trees):
-        raise ValueError(f"laws must hold the powers up to the deepest position (top >= H − 1 = "
-                         f"{max(len(p) for p in trees) - 1}); got top = {len(laws['powers']) - 1}")
+        laws = kernel_powers(kernel, top, init)
+    elif len(laws["powers"]) <= top:
+        raise ValueError(f"laws must hold the powers up to the depth of the deepest position (top >= {top}); got "
+                         f"top = {len(laws['powers']) - 1}")
     log_kernel = _log_kernel(kernel)
     pairs = [_tree_pairs(t, parents, laws) for t, parents in enumerate(trees)]
     pairs = [p for p in pairs if len(p["h"])]  # H = 2: the only earlier position is the parent

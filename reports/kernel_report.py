@@ -36,8 +36,8 @@ from bma_verify.numerics import doeblin_bound, random_parents, sample_task, stat
 from bma_verify.numerics._validate import check_init, check_kernel, check_parents
 from bma_verify.numerics.claim_sweeps import MI_FLOOR, TIE_ATOL, VIOLATION_RTOL
 from bma_verify.numerics.large_kernels import (MAX_BYTES, MAX_OPERATIONS, MONTE_CARLO_Z, check_cost,
-                                               dobrushin_coefficient_blocked, kernel_powers, thm3_position_rows,
-                                               tree_pair_table)
+                                               dobrushin_coefficient_blocked, kernel_powers, powers_needed,
+                                               thm3_position_rows, tree_pair_table)
 from bma_verify.reports.catalog import KERNEL_CLAIMS  # the claims about a kernel, named without this module
 from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.search import replayable_kernel_findings
@@ -293,8 +293,8 @@ def check_kernel_claims(kernel, *, claims=KERNEL_CLAIMS, init=None, parents=None
                           "ratio_rtol": VIOLATION_RTOL, "monte_carlo_z": MONTE_CARLO_Z}}
     law0 = np.asarray(facts["stationary"]) if init is None else init
     needs_laws = facts["informative"] and bool({"thm3-init-gradient", *PAIR_CLAIMS} & set(claims))
-    laws = (kernel_powers(kernel, max(len(p) for p in swept) - 1, law0, stationary=init is None) if needs_laws
-            else None)
+    top = powers_needed(swept, j_form="thm3-init-gradient" in claims)  # π^top: the highest power a check reads
+    laws = kernel_powers(kernel, top, law0, stationary=init is None) if needs_laws else None
     pair_rows = _pair_rows(kernel, swept, laws) if needs_laws and set(PAIR_CLAIMS) & set(claims) else []
     # Theorem 3's samples draw from a generator of their own, so the construction's contexts do not depend on them
     samples = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(3,)))

@@ -87,6 +87,25 @@ def test_product_patterns_bounds_the_products_of_every_tree(stationary):
         assert used["products"] == lk.product_patterns(H, stationary=stationary)
 
 
+def test_powers_needed_are_enough_for_every_tree():
+    # brute force: every recursive tree of H = 3..6, the table and the J form from π^0..π^top, top = powers_needed,
+    # against the same from every power up to H − 1 (the former top); one power fewer is refused by the table
+    kernel = nm.random_kernel(3, alpha=0.7, eps=0.02, rng=np.random.default_rng(12))
+    full = lk.kernel_powers(kernel, 5)
+    for H in range(3, 7):
+        for parents in all_trees(H):
+            table_top, j_top = lk.powers_needed([parents], j_form=False), lk.powers_needed([parents], j_form=True)
+            table = lk.tree_pair_table(kernel, [parents], laws=lk.kernel_powers(kernel, table_top))
+            np.testing.assert_array_equal(table["mi_candidate"], lk.tree_pair_table(kernel, [parents],
+                                                                                     laws=full)["mi_candidate"])
+            with pytest.raises(ValueError, match="top >="):
+                lk.tree_pair_table(kernel, [parents], laws=lk.kernel_powers(kernel, table_top - 1))
+            laws = lk.kernel_powers(kernel, j_top)
+            for h in range(1, H):
+                np.testing.assert_array_equal(lk.j_form_gradients(kernel, parents, h, laws=laws),
+                                              lk.j_form_gradients(kernel, parents, h, laws=full))
+
+
 @pytest.mark.parametrize("seed", [2, 3])
 def test_j_form_equals_pairwise_joints_and_enumeration(seed):
     # references: numerics.approximate_init_gradient (one joint per candidate) and the approximate form by
