@@ -393,17 +393,19 @@ def _check_kernels(args) -> int:
     kernels = load_kernels(args.kernel)
     init = None if args.init == "stationary" else read_vector(args.init, "--init")
     parents = None if args.parents is None else _tree_arg(args.parents)
-    # every input read and checked: now the checks themselves (torch for the Theorem 1 construction)
-    from bma_verify.reports.core import jsonable
+    # every input read and checked: now the checks themselves (torch for the Theorem 1 construction only)
     from bma_verify.reports.kernel_report import check_kernel_claims, in_units, table_row, write_table
 
-    _use_threads(args.threads)
+    if "thm1-construction" in claims:  # the only kernel claim that runs torch (importing it takes seconds)
+        _use_threads(args.threads)
     results = {name: in_units(check_kernel_claims(kernel, claims=claims, init=init, parents=parents,
                                                   trees=args.trees, H=args.H, seed=args.seed), args.units)
                for name, kernel in kernels.items()}
     table = [table_row(name, r) for name, r in results.items()]
     written = write_table(table, args.out, force=args.force) if args.out else []
     if args.json:
+        from bma_verify.reports.core import jsonable  # torch and matplotlib come with it: only for --json
+
         print(json.dumps(jsonable({"kernels": results, "table": table}), indent=2, ensure_ascii=False,
                          allow_nan=False))
     else:

@@ -32,18 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bma_verify.model.analysis import construction_errors_vs_beta
-from bma_verify.numerics import doeblin_bound, random_parents, sample_chains, sample_task, stationary_distribution
+from bma_verify.numerics import doeblin_bound, random_parents, sample_task, stationary_distribution
 from bma_verify.numerics._validate import check_init, check_kernel, check_parents
 from bma_verify.numerics.claim_sweeps import MI_FLOOR, TIE_ATOL, VIOLATION_RTOL
-from bma_verify.numerics.enumeration import MAX_SEQUENCES
-from bma_verify.numerics.init_gradient_sweep import argmax_status
 from bma_verify.numerics.large_kernels import (MAX_BYTES, MAX_OPERATIONS, MONTE_CARLO_Z, check_cost,
-                                               dobrushin_coefficient_blocked, exact_form_decision,
-                                               exact_form_gradients, j_form_gradients, kernel_powers,
-                                               monte_carlo_samples, tree_pair_table)
+                                               dobrushin_coefficient_blocked, kernel_powers, powers_needed,
+                                               thm3_position_rows, tree_pair_table)
 from bma_verify.reports.catalog import KERNEL_CLAIMS  # the claims about a kernel, named without this module
-from bma_verify.reports.core import jsonable
 from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.search import replayable_kernel_findings
 
@@ -89,26 +84,8 @@ def _pair_rows(kernel, trees, laws) -> list[dict]:
     return [{n: casts.get(n, float)(table[n][i]) for n in names} for i in range(len(table["h"]))]
 
 
-def _thm3_rows(kernel, trees, laws, rng, init) -> list[dict]:
-    """Per (tree, position h >= 2): the J-form gradients and decision, and the exact π̄ form's."""
-    positions = [(t, h) for t, parents in enumerate(trees) for h in range(2, len(parents))]
-    n = monte_carlo_samples(kernel.shape[0], [h for _, h in positions])
-    rows, chains, gains = [], {}, {}
-    for t, h in positions:
-        parents = trees[t]
-        parent = int(parents[h])
-        gradient = j_form_gradients(kernel, parents, h, laws=laws, cache=gains)
-        status, margin = argmax_status(gradient, parent)
-        if t not in chains and kernel.shape[0] ** (h + 1) > MAX_SEQUENCES:  # one draw serves every position of t
-            chains[t] = sample_chains(kernel, parents, n, rng=rng, init=init)
-        exact = exact_form_gradients(kernel, parents, h, init, tokens=chains.get(t), rng=rng)
-        rows.append({"tree": t, "h": h, "parent": parent, "J_form": status, "J_margin": margin,
-                     "J_gradient": gradient.tolist(), "exact_method": exact["method"],
-                     **exact_form_decision(exact, parent), "exact_gradient": exact["gradient"].tolist()})
-    return rows
-
-
 def _construction(kernel, rng, stationary, contexts: int = 32, H: int = 8) -> dict:
+    from bma_verify.model.analysis import construction_errors_vs_beta  # torch: seconds of start-up, thm1 only
     L = min(6, CONSTRUCTION_MAX_WIDTH // kernel.shape[0])  # L·d one-hot inputs per position: within the width
     batch = sample_task(kernel, contexts, L, H, rng=rng, init=stationary)
     errors = construction_errors_vs_beta(kernel, batch.context, batch.query, [CONSTRUCTION_BETA])
@@ -209,7 +186,7 @@ def _thm2_result(facts: dict, pair_rows: list[dict]) -> dict:
 def _thm3_result(kernel, facts: dict, swept, laws, rng, init) -> dict:
     """Verdict: the J form ranks pa(h) first wherever it is not a tie; finding: the exact π̄ form does too."""
     why = _not_applicable_reason(facts, needs_positive=False)
-    rows = [] if why else _thm3_rows(kernel, swept, laws, rng, init)
+    rows = [] if why else thm3_position_rows(kernel, swept, laws, init, rng)
     decided = [r for r in rows if r["J_form"] != "tie"]
     if why is None and not decided:
         why = f"every position is a tie: |margin| ≤ {TIE_ATOL:g}·max(1, max|g|)"
@@ -277,13 +254,12 @@ def _checked_inputs(kernel, claims, init, parents, trees, H):
     return kernel, parents, init
 
 
-def _check_size(d: int, claims, parents, trees: int, H: int) -> None:
+def _check_size(d: int, claims, parents, trees: int, H: int, stationary: bool) -> None:
     """Refuse, before anything is allocated, a kernel whose checks would not fit (one line, naming what to change)."""
     H_swept, trees_swept = (len(parents), 1) if parents is not None else (H, trees)
-    cost = check_cost(d, H_swept, trees_swept, pairs=bool(set(PAIR_CLAIMS) & set(claims)),
-                      thm3="thm3-init-gradient" in claims)
+    cost = check_cost(d, H_swept, trees_swept, pairs=bool(set(PAIR_CLAIMS) & set(claims)), stationary=stationary)
     if cost["bytes"] > MAX_BYTES or cost["operations"] > MAX_OPERATIONS:
-        least = check_cost(d, 3, 1, pairs=False, thm3=False)  # the stationary law and δ(π) alone
+        least = check_cost(d, 3, 1, pairs=False)  # the stationary law and δ(π) alone
         fix = ("too many states at any --H and --trees" if least["operations"] > MAX_OPERATIONS
                or least["bytes"] > MAX_BYTES else "pass a smaller --H or fewer --trees")
         raise ValueError(f"a kernel of d = {d} states with H = {H_swept} positions needs about "
@@ -307,7 +283,7 @@ def check_kernel_claims(kernel, *, claims=KERNEL_CLAIMS, init=None, parents=None
     and ``findings`` (stronger readings of ours). Refuses (ValueError) a size whose checks would not fit.
     """
     kernel, parents, init = _checked_inputs(kernel, claims, init, parents, trees, H)
-    _check_size(kernel.shape[0], claims, parents, trees, H)
+    _check_size(kernel.shape[0], claims, parents, trees, H, stationary=init is None)
     rng = np.random.default_rng(seed)
     facts = kernel_facts(kernel)
     swept = _trees(parents, trees, H, rng)  # drawn first: the construction's contexts come after
@@ -317,7 +293,8 @@ def check_kernel_claims(kernel, *, claims=KERNEL_CLAIMS, init=None, parents=None
                           "ratio_rtol": VIOLATION_RTOL, "monte_carlo_z": MONTE_CARLO_Z}}
     law0 = np.asarray(facts["stationary"]) if init is None else init
     needs_laws = facts["informative"] and bool({"thm3-init-gradient", *PAIR_CLAIMS} & set(claims))
-    laws = kernel_powers(kernel, max(len(p) for p in swept) - 1, law0) if needs_laws else None
+    top = powers_needed(swept, j_form="thm3-init-gradient" in claims)  # π^top: the highest power a check reads
+    laws = kernel_powers(kernel, top, law0, stationary=init is None) if needs_laws else None
     pair_rows = _pair_rows(kernel, swept, laws) if needs_laws and set(PAIR_CLAIMS) & set(claims) else []
     # Theorem 3's samples draw from a generator of their own, so the construction's contexts do not depend on them
     samples = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(3,)))
@@ -423,5 +400,7 @@ def write_table(rows: list[dict], out_dir, *, force: bool = False) -> list[Path]
     if existing and not force:
         raise FileExistsError(f"{existing[0]} already exists; pass --force to replace it")
     write_text_atomic(paths[0], buffer.getvalue())
+    from bma_verify.reports.core import jsonable  # torch and matplotlib: seconds of start-up, only when writing
+
     write_text_atomic(paths[1], json.dumps(jsonable(rows), indent=2, ensure_ascii=False) + "\n")
     return paths

@@ -34,7 +34,6 @@ from bma_verify.numerics.enumeration import MAX_SEQUENCES
 from bma_verify.numerics.init_gradient_sweep import argmax_status, thm3_check_position
 from bma_verify.numerics.large_kernels import (MONTE_CARLO_SAMPLES, MONTE_CARLO_Z, exact_form_decision,
                                                exact_form_gradients, j_form_gradients)
-from bma_verify.reports.replay import EXTENSION_TARGETS, check_extension_fields, check_extension_instance
 
 TARGETS = ("lemma3", "thm3")
 DEFAULT_ALPHA = "dobrushin"  # δ(π): the uniform α of the lemma's usual proof, not a theorem for ancestor pairs
@@ -392,6 +391,9 @@ def as_instance(obj) -> dict:
         obj = obj["instance"]
     if not isinstance(obj, dict):
         raise ValueError(f"instance must be a JSON object (dict); got {type(obj).__name__}")
+    # the DAG and footnote-1 replays import torch (seconds): only when an instance is read, not for check --kernel
+    from bma_verify.reports.replay import EXTENSION_TARGETS, check_extension_fields
+
     target = obj.get("target")
     if target in EXTENSION_TARGETS:
         check_extension_fields(obj)
@@ -421,6 +423,8 @@ def check_instance(instance: dict) -> dict:
     candidate in ``alphas``, ``relation``. Theorem 3: ``tie``, ``margin_exact``, ``margin_approximate``, ``exact``,
     ``approximate``.
     """
+    from bma_verify.reports.replay import EXTENSION_TARGETS, check_extension_instance
+
     instance = as_instance(instance)
     target = instance["target"]
     if target in EXTENSION_TARGETS:

@@ -53,6 +53,17 @@ def test_a_refused_kernel_file_or_tree_imports_neither_torch_nor_sympy_nor_matpl
         assert status == 2 and heavy <= {"scipy"}, (argv, heavy)
 
 
+def test_a_kernel_check_without_the_construction_imports_neither_torch_nor_matplotlib(tmp_path):
+    # the kernel claims but thm1-construction are NumPy and SciPy: torch (seconds of start-up) only for the
+    # construction, the control; matplotlib for neither
+    np.save(tmp_path / "K.npy", np.array([[0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.3, 0.3, 0.4]]))
+    for claims, torch in ((["lemma3-strict-dpi", "lemma4-loglik-gap", "thm2-consistency", "thm3-init-gradient"], False),
+                          (["thm1-construction"], True)):
+        status, heavy, out = _imported(["check", *claims, "--kernel", str(tmp_path / "K.npy"), "--trees", "2"])
+        assert status == 0 and ("torch" in heavy) == torch and "matplotlib" not in heavy, (claims, heavy)
+        assert "holds" in out
+
+
 def test_the_probe_sees_a_command_that_imports_the_claims():
     # the control: the full listing reads the claims themselves, which import every heavy package
     status, heavy, out = _imported(["check", "--list", "--json"])

@@ -43,6 +43,28 @@ def test_pair_table_equals_lemma3_pairs_and_lemma4_terms(seed):
         assert table["loglik_identity_error"].max() < 1e-12
 
 
+@pytest.mark.parametrize("d", [2, 7, 30, 50])
+def test_a_stationary_law_shares_products_across_depths_with_the_same_values(d):
+    # reference: the same table and J form with the law of every depth computed as μ π^t (stationary=False, the
+    # computation before patterns were shared), μ the stationary law
+    rng = np.random.default_rng(d)
+    kernel = nm.random_kernel(d, alpha=0.5, eps=0.1 / d, rng=rng)
+    trees = [nm.random_parents(7, rng=rng) for _ in range(4)]
+    mu = nm.stationary_distribution(kernel)
+    shared, per_depth = lk.kernel_powers(kernel, 6), lk.kernel_powers(kernel, 6, mu)
+    assert shared["law_depth"].max() == 0 and per_depth["law_depth"].tolist() == list(range(7))
+    new, old = (lk.tree_pair_table(kernel, trees, laws=laws) for laws in (shared, per_depth))
+    assert new["products"] < old["products"]
+    for key in ("h", "h_prime", "ancestor"):
+        np.testing.assert_array_equal(new[key], old[key])
+    for key in ("mi_parent", "mi_candidate", "ratio", "loglik_gap"):
+        np.testing.assert_allclose(new[key], old[key], rtol=1e-10, atol=1e-15)
+    for parents in trees:
+        for h in range(1, 7):
+            np.testing.assert_allclose(lk.j_form_gradients(kernel, parents, h, laws=shared),
+                                       lk.j_form_gradients(kernel, parents, h, laws=per_depth), rtol=1e-10, atol=1e-15)
+
+
 def test_zero_entries_give_infinite_gaps_as_before():
     # reference: lemma3_pairs + lemma4_terms under errstate, the kernel report's former path
     kernel = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
@@ -55,11 +77,33 @@ def test_zero_entries_give_infinite_gaps_as_before():
     np.testing.assert_allclose(table["mi_candidate"], pairs["mi_candidate"], rtol=1e-9, atol=1e-14)
 
 
-def test_depth_patterns_bounds_the_products_of_every_tree():
-    # brute force: every recursive tree of H positions, the patterns the table actually used
+@pytest.mark.parametrize("stationary", [True, False])
+def test_product_patterns_bounds_the_products_of_every_tree(stationary):
+    # brute force: every recursive tree of H positions, the products the table actually used (the bound is reached)
     for H in range(3, 8):
-        used = lk.tree_pair_table(nm.random_kernel(2, eps=0.1, rng=np.random.default_rng(H)), list(all_trees(H)))
-        assert used["patterns"] <= lk.depth_patterns(H)
+        rng = np.random.default_rng(H)
+        kernel = nm.random_kernel(2, eps=0.1, rng=rng)
+        used = lk.tree_pair_table(kernel, list(all_trees(H)), None if stationary else rng.dirichlet(np.ones(2)))
+        assert used["products"] == lk.product_patterns(H, stationary=stationary)
+
+
+def test_powers_needed_are_enough_for_every_tree():
+    # brute force: every recursive tree of H = 3..6, the table and the J form from π^0..π^top, top = powers_needed,
+    # against the same from every power up to H − 1 (the former top); one power fewer is refused by the table
+    kernel = nm.random_kernel(3, alpha=0.7, eps=0.02, rng=np.random.default_rng(12))
+    full = lk.kernel_powers(kernel, 5)
+    for H in range(3, 7):
+        for parents in all_trees(H):
+            table_top, j_top = lk.powers_needed([parents], j_form=False), lk.powers_needed([parents], j_form=True)
+            table = lk.tree_pair_table(kernel, [parents], laws=lk.kernel_powers(kernel, table_top))
+            np.testing.assert_array_equal(table["mi_candidate"], lk.tree_pair_table(kernel, [parents],
+                                                                                     laws=full)["mi_candidate"])
+            with pytest.raises(ValueError, match="top >="):
+                lk.tree_pair_table(kernel, [parents], laws=lk.kernel_powers(kernel, table_top - 1))
+            laws = lk.kernel_powers(kernel, j_top)
+            for h in range(1, H):
+                np.testing.assert_array_equal(lk.j_form_gradients(kernel, parents, h, laws=laws),
+                                              lk.j_form_gradients(kernel, parents, h, laws=full))
 
 
 @pytest.mark.parametrize("seed", [2, 3])
@@ -79,7 +123,7 @@ def test_j_form_equals_pairwise_joints_and_enumeration(seed):
 def test_blocked_dobrushin_equals_the_full_array_version(monkeypatch):
     # reference: numerics.dobrushin_coefficient (a (d, d, d) array); several blocks forced by a small block size
     rng = np.random.default_rng(4)
-    monkeypatch.setattr(lk, "_BLOCK_BYTES", 8 * 7 * 7 * 3)  # 3 rows per block at d = 7
+    monkeypatch.setattr(lk, "_BLOCK_BYTES", 8 * 7 * 3)  # 3 rows per block at d = 7
     for d in (2, 3, 7, 40):
         kernel = nm.random_kernel(d, alpha=0.5, rng=rng)
         assert lk.dobrushin_coefficient_blocked(kernel) == pytest.approx(nm.dobrushin_coefficient(kernel), abs=1e-15)
@@ -102,8 +146,34 @@ def test_exact_form_by_monte_carlo_falls_within_its_interval_around_enumeration(
     assert shared["n"] == 1000 and shared["gradient"].shape == (3,)
 
 
+@pytest.mark.parametrize("enumerate_", [True, False])
+def test_thm3_position_rows_equal_the_per_position_functions(monkeypatch, enumerate_):
+    # reference: j_form_gradients, sample_chains (one draw per tree, same generator) and exact_form_gradients called
+    # position by position, as the kernel report did before
+    if not enumerate_:
+        monkeypatch.setattr(lk, "MAX_SEQUENCES", 1)
+    rng = np.random.default_rng(8)
+    kernel = nm.random_kernel(4, alpha=0.5, eps=0.01, rng=rng)
+    trees = [nm.random_parents(6, rng=rng) for _ in range(3)]
+    mu = nm.stationary_distribution(kernel)
+    laws = lk.kernel_powers(kernel, 5, mu, stationary=True)
+    rows = lk.thm3_position_rows(kernel, trees, laws, mu, np.random.default_rng(9))
+    draws, n = np.random.default_rng(9), lk.monte_carlo_samples(4, [h for _ in trees for h in range(2, 6)])
+    expected = []
+    for t, parents in enumerate(trees):
+        chains = None if enumerate_ else nm.sample_chains(kernel, parents, n, rng=draws, init=mu)
+        for h in range(2, 6):
+            exact = lk.exact_form_gradients(kernel, parents, h, mu, tokens=chains)
+            expected.append((lk.j_form_gradients(kernel, parents, h, laws=laws).tolist(), exact["gradient"].tolist(),
+                             lk.exact_form_decision(exact, int(parents[h]))))
+    assert len(rows) == len(expected)
+    for row, (j_form, gradient, decision) in zip(rows, expected):
+        assert row["J_gradient"] == j_form and row["exact_gradient"] == gradient
+        assert {k: row[k] for k in decision} == decision
+
+
 def test_cost_grows_with_d_and_monte_carlo_samples_share_a_budget():
-    small, large = lk.check_cost(300, 6, 20, pairs=True, thm3=True), lk.check_cost(3000, 6, 20, pairs=True, thm3=True)
+    small, large = lk.check_cost(300, 6, 20, pairs=True), lk.check_cost(3000, 6, 20, pairs=True)
     assert large["operations"] == pytest.approx(1000 * small["operations"])  # O(d³)
     assert large["operations"] > lk.MAX_OPERATIONS > small["operations"]
     assert lk.monte_carlo_samples(3, [2, 3]) == lk.MONTE_CARLO_SAMPLES[1]  # everything enumerable

@@ -35,6 +35,38 @@ def test_stationary_distribution_is_invariant_and_matches_power_iteration():
     np.testing.assert_allclose(mu, np.full(5, 0.2) @ np.linalg.matrix_power(kernel, 200), atol=1e-12)
 
 
+def _least_squares_stationary(kernel):
+    """The stationary law as the package solved it before (least squares on [πᵀ − I; 1ᵀ] μ = [0; 1]), and its rank."""
+    d = kernel.shape[0]
+    A = np.vstack([kernel.T - np.eye(d), np.ones((1, d))])
+    b = np.zeros(d + 1)
+    b[-1] = 1.0
+    mu, _, rank, _ = np.linalg.lstsq(A, b, rcond=None)
+    mu = np.clip(mu, 0.0, None)
+    return mu / mu.sum(), rank
+
+
+@pytest.mark.parametrize("alpha, eps_times_d", [(1.0, 0.0), (0.1, 0.0), (0.5, 0.5), (0.05, 1e-9)])
+def test_stationary_law_by_lu_equals_least_squares(alpha, eps_times_d):
+    # reference: the least-squares solve it replaced, on d = 2..50 (peaked rows, near-reducible with tiny ε)
+    rng = np.random.default_rng(11)
+    for d in (2, 3, 5, 8, 13, 21, 34, 50):
+        kernel = nm.random_kernel(d, alpha=alpha, eps=eps_times_d / d, rng=rng)
+        expected, rank = _least_squares_stationary(kernel)
+        assert rank == d
+        np.testing.assert_allclose(nm.stationary_distribution(kernel), expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", [np.eye(3), np.kron(np.eye(2), np.full((2, 2), 0.5)),
+                                    np.array([[1.0, 0, 0], [0.3, 0.4, 0.3], [0, 0, 1.0]])],
+                         ids=["identity", "two-blocks", "two-absorbing"])
+def test_a_reducible_kernel_has_no_stationary_law(kernel):
+    # reference: least squares finds rank < d on these kernels (two closed classes each)
+    assert _least_squares_stationary(kernel)[1] < kernel.shape[0]
+    with pytest.raises(ValueError, match="reducible"):
+        nm.stationary_distribution(kernel)
+
+
 def test_random_parents_are_uniform_over_earlier_positions():
     rng = np.random.default_rng(2)
     draws = np.array([nm.random_parents(6, rng=rng) for _ in range(4000)])
