@@ -95,12 +95,6 @@ def test_a_wrong_limit_fails_the_model_checks_positive_control(monkeypatch):
     assert verdict == "inconclusive" and NOT_TESTABLE in reason
 
 
-def test_symbolic_control_path_passes_the_unperturbed_formula():
-    # the control's own path with nothing planted (reports.checks.symbolic) accepts the derived formula
-    control = claim.symbolic_check(CheckContext(tier="quick", seed=0)).control
-    unplanted = control.measured["same_path_unplanted"]
-    assert unplanted["passed"] and unplanted["identities_failed"] == [] and control.rejected, unplanted
-
 
 def test_exact_positive_control_is_the_empty_context_prior_and_passes(tmp_path):
     positive = claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)).positive_control

@@ -151,12 +151,6 @@ def test_monte_carlo_positive_control_is_the_exact_ratios_and_passes(quick_outco
         v == "unresolved" for v in outcome.measured["instance_verdicts"]]
 
 
-def test_symbolic_control_path_passes_the_unperturbed_formula():
-    # the control's own path with nothing planted (reports.checks.symbolic) accepts the derived formula
-    control = claim.symbolic_check(CheckContext(tier="quick", seed=0)).control
-    unplanted = control.measured["same_path_unplanted"]
-    assert unplanted["passed"] and unplanted["identities_failed"] == [] and control.rejected, unplanted
-
 
 @pytest.mark.slow
 def test_exact_positive_control_is_an_enumerated_chain_and_passes(quick_outcomes):

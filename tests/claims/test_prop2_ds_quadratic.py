@@ -304,12 +304,6 @@ def test_ffn_check_on_the_best_bilinear_w_is_refuted_when_converged_and_open_whe
     assert out.verdict == "inconclusive" and "not converged" in out.reason and out.findings[0].status == "open"
 
 
-def test_symbolic_control_path_passes_the_unperturbed_formula():
-    # the control's own path with nothing planted (reports.checks.symbolic) accepts the derived formula
-    control = prop2.symbolic_check(CheckContext(tier="quick", seed=0)).control
-    unplanted = control.measured["same_path_unplanted"]
-    assert unplanted["passed"] and unplanted["identities_failed"] == [] and control.rejected, unplanted
-
 
 def test_trained_models_positive_control_is_the_best_bilinear_w_and_bma(ctx, planted_models):
     # The ideal pair: the best bilinear W (the fit's held-out gaps: 0.075 at L' = 3, closed at 20) and BMA (λ = 1).

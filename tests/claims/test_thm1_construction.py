@@ -140,12 +140,6 @@ def test_a_rule_that_rejects_everything_fails_the_positive_control(monkeypatch):
     assert verdict == "inconclusive" and NOT_TESTABLE in reason
 
 
-def test_symbolic_control_path_passes_the_unperturbed_formula():
-    # the control's own path with nothing planted (reports.checks.symbolic) accepts the derived formula
-    control = claim.symbolic_check(CheckContext(tier="quick", seed=0)).control
-    unplanted = control.measured["same_path_unplanted"]
-    assert unplanted["passed"] and unplanted["identities_failed"] == [] and control.rejected, unplanted
-
 
 def test_rate_check_positive_control_fits_rate_one_and_passes():
     positive = claim.rate_check(CheckContext(tier="quick", seed=0)).positive_control

@@ -181,12 +181,6 @@ def test_model_check_fails_a_converged_run_that_cannot_represent_bma(monkeypatch
     assert settle(outcome) == ("fail", "")
 
 
-def test_symbolic_control_path_passes_the_unperturbed_formula():
-    # the control's own path with nothing planted (reports.checks.symbolic) accepts the derived formula
-    control = claim.symbolic_check(CheckContext(tier="quick", seed=0)).control
-    unplanted = control.measured["same_path_unplanted"]
-    assert unplanted["passed"] and unplanted["identities_failed"] == [] and control.rejected, unplanted
-
 
 def test_monte_carlo_positive_control_is_the_exact_rate_and_passes(tmp_path):
     positive = claim.monte_carlo_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)).positive_control
