@@ -225,14 +225,20 @@ def gpt_param_groups(model: GPT, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
-def train_gpt(config: TrainConfig, *, quiet: bool = True) -> TrainRun:
+def train_gpt(config: TrainConfig, *, quiet: bool = True, warm_start: GPT | None = None,
+              step_offset: int = 0) -> TrainRun:
     """Train a GPT run online (no checkpoints: a run is minutes) and return it with its metrics: ``kl`` and the
     reference levels of :func:`kl_references`, ``query_loss``, ``steps``, ``seconds``, ``seconds_per_step``,
     ``curves`` (``step``, ``kl``, ``query_loss``, ``train_loss``) and ``attention`` (:func:`query_attention_summary`).
-    With ``config.ema > 0`` the weight average is what is evaluated and returned."""
+    With ``config.ema > 0`` the weight average is what is evaluated and returned. ``warm_start`` and
+    ``step_offset``: a continuation (``model.continuation``), as in :func:`bma_verify.model.training.train`."""
     device = resolve_device(config.device)
     kernel = run_kernel(config)
     model = GPT(gpt_config(config), generator=torch.Generator().manual_seed(config.seed)).to(device)
+    if warm_start is not None:
+        model.load_state_dict(warm_start.state_dict())
+    if step_offset < 0:
+        raise ValueError(f"step_offset must be >= 0, got {step_offset}")
     optimizer = torch.optim.AdamW(gpt_param_groups(model, config.weight_decay), lr=config.lr, betas=(0.9, 0.95))
     average = copy.deepcopy(model) if config.ema > 0 else None
     evaluated = model if average is None else average
@@ -241,7 +247,7 @@ def train_gpt(config: TrainConfig, *, quiet: bool = True) -> TrainRun:
     seconds, t0 = 0.0, time.perf_counter()
     model.train()
     for step in tqdm(range(config.steps), disable=quiet, desc="train gpt"):
-        batch = step_batch(config, kernel, step)
+        batch = step_batch(config, kernel, step_offset + step)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step)
         loss = gpt_loss(model, batch.context, batch.query)
@@ -254,7 +260,7 @@ def train_gpt(config: TrainConfig, *, quiet: bool = True) -> TrainRun:
         if (step + 1) % config.eval_every == 0 or step + 1 == config.steps:
             seconds += time.perf_counter() - t0
             now = evaluate_gpt(evaluated, kernel, held_out)
-            for key, value in (("step", step + 1), ("seconds", seconds), ("kl", now["kl"]),
+            for key, value in (("step", step_offset + step + 1), ("seconds", seconds), ("kl", now["kl"]),
                                ("query_loss", now["query_loss"]), ("train_loss", float(loss.detach()))):
                 curves[key].append(value)
             t0 = time.perf_counter()

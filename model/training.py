@@ -206,7 +206,7 @@ def _checkpoint_path(out: Path | None) -> Path | None:
 
 
 def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = True, resume: bool = False,
-          stop_at: int | None = None) -> TrainRun:
+          stop_at: int | None = None, warm_start: TwoLayerModel | None = None, step_offset: int = 0) -> TrainRun:
     """Train ``config`` online; write ``out/metrics.json`` and ``out/checkpoint.pt`` when ``out`` is given.
 
     Parameters
@@ -216,6 +216,10 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
     quiet : hide the progress bar
     resume : continue from ``out/checkpoint.pt`` when it exists (exactly: data are seeded per step)
     stop_at : stop after this many steps (a checkpoint is written there; ``resume`` continues the same run)
+    warm_start : start from this model's weights instead of a random initialisation (a continuation, see
+        ``model.continuation``); the optimiser and the learning-rate schedule start afresh
+    step_offset : the data step of this run's first step (a continuation sees the batches after its run's);
+        curves record data steps
 
     Returns
     -------
@@ -229,6 +233,12 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
     kernel = run_kernel(config)
     generator = torch.Generator().manual_seed(config.seed)
     model = build_model(config, generator).to(device=device, dtype=dtype)
+    if warm_start is not None:
+        if resume:
+            raise ValueError("resume and warm_start exclude each other: a continuation starts from a finished run")
+        model.load_state_dict(warm_start.state_dict())
+    if step_offset < 0:
+        raise ValueError(f"step_offset must be >= 0, got {step_offset}")
     optimizer = torch.optim.AdamW(param_groups(model, config), lr=config.lr, weight_decay=config.weight_decay)
     average = copy.deepcopy(model) if config.ema > 0 else None
     evaluated = model if average is None else average
@@ -264,7 +274,7 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
                total=config.steps)
     t0 = time.perf_counter()
     for step in bar:
-        batch = step_batch(config, kernel, step)
+        batch = step_batch(config, kernel, step_offset + step)
         context = torch.from_numpy(batch.context).to(device)  # (B, L, H)
         query = torch.from_numpy(batch.query).to(device)  # (B, H)
         for group in optimizer.param_groups:
@@ -280,7 +290,7 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
         if done % config.eval_every == 0 or done == config.steps:
             seconds += time.perf_counter() - t0
             metrics = evaluate(evaluated, kernel, held_out)
-            curves["step"].append(done)
+            curves["step"].append(step_offset + done)
             curves["seconds"].append(seconds)
             curves["train_loss"].append(float(loss.detach()))
             for key in ("query_loss", "parent_loss", "parent_accuracy"):

@@ -33,6 +33,7 @@ from bma_verify.reports.catalog import package_version
 from bma_verify.reports.core import (REFUTED, TIERS, CheckContext, CheckOutcome, Finding, finding_status, jsonable,
                                      settle)
 from bma_verify.reports.executor import children_ignore_interrupts, prepare_worker, validate_executor
+from bma_verify.reports.float_path import in_force
 from bma_verify.reports.io import replace_dir, write_text_atomic
 from bma_verify.reports.protocol import protocol_record
 from bma_verify.reports.registry import CLAIMS, Check, Claim, get_claim
@@ -53,7 +54,7 @@ def environment() -> dict:
     env["cuda"] = torch.cuda.is_available()
     env["gpu"] = torch.cuda.get_device_name(0) if env["cuda"] else None
     env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS")
-    env["ATEN_CPU_CAPABILITY"] = os.environ.get("ATEN_CPU_CAPABILITY")
+    env |= in_force()
     return env
 
 

@@ -200,6 +200,9 @@ def _check_options(args) -> None:
 def main(argv=None) -> int:
     """Run the command; its exit status (see the module docstring). Every refusal is one line on stderr, exit 2."""
     args = _parser().parse_args(_joined_negative_lists(sys.argv[1:] if argv is None else list(argv)))
+    if "torch" not in sys.modules:  # the same float path on every AVX2 machine (reports/float_path.py)
+        from bma_verify.reports.float_path import pin
+        pin()
     from bma_verify.reports.executor import stop_on_signals  # NumPy and joblib, not torch (a quarter second)
     try:
         with stop_on_signals():  # SIGINT / SIGTERM: workers stopped, then KeyboardInterrupt unwinds the cleanups

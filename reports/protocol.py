@@ -18,7 +18,7 @@ import math
 from importlib import import_module
 from pathlib import Path
 
-from bma_verify.model import convergence
+from bma_verify.model import continuation, convergence
 from bma_verify.model.seeds import SEEDS_PER_TIER
 
 #: Run set → the claim modules (``bma_verify.reports.claims.<name>``) that decide on its runs, the first one owning
@@ -38,6 +38,11 @@ PLATEAU = {"window_fraction": convergence.WINDOW_FRACTION, "noise_fraction": con
            "min_points": convergence.MIN_POINTS, "max_se": convergence.MAX_SE, "flat_atol": convergence.FLAT_ATOL}
 #: The count rule over training seeds (``reports.checks.trained.seeds_needed``): ceil(fraction × n) must agree.
 COUNT_FRACTION = 0.8
+#: The run sets whose checks continue a converged miss to 2× its steps (``model.continuation``), per tier; elsewhere a
+#: miss stays unconfirmed and counts for neither side. Quick: fig2's run (one more 1000-step run per missing seed);
+#: exp-robustness's three GPT continuations would add about 3 minutes to a 7-minute report, so its quick tier
+#: cannot confirm a miss and says so.
+CONTINUED = {"quick": ("fig2",), "full": ("fig2", "robustness")}
 
 
 def plain(value):
@@ -85,7 +90,9 @@ def protocol(run_set: str, tier: str) -> dict:
         module = import_module(f"bma_verify.reports.claims.{name}")
         claims[module.CLAIM.id] = plain(module.protocol(tier))
     return {"run_set": run_set, "tier": tier, "training_seeds": SEEDS_PER_TIER[tier],
-            "count_rule": {"fraction": COUNT_FRACTION}, "plateau": PLATEAU, "claims": claims}
+            "count_rule": {"fraction": COUNT_FRACTION}, "plateau": PLATEAU, "claims": claims,
+            "miss_rule": {"factor": continuation.FACTOR, "max_move": continuation.MAX_MOVE,
+                          "continued": run_set in CONTINUED[tier]}}
 
 
 def run_set_of(claim_id: str) -> str | None:

@@ -142,9 +142,12 @@ def seeds_line(seeds: dict) -> str:
     c = seeds["counts"]
     if not seeds["n"]:
         return f"none trained at this tier ({seeds.get('why', '')}); the decision would need: {seeds['count_rule']}"
+    unconfirmed = (f", {c['unconfirmed_miss']} miss unconfirmed (no continuation)" if c.get("unconfirmed_miss")
+                   else "")
+    learning = f", {c['still_learning']} still learning at 2× steps" if c.get("still_learning") else ""
     return (f"{seeds['n']} seeds (training seeds {', '.join(map(str, seeds['training_seeds']))}): {c['meet']} meet, "
-            f"{c['miss']} miss, {c['undecided']} undecided, {c['not_converged']} not converged — "
-            f"{seeds['count_rule']}")
+            f"{c['miss']} miss{unconfirmed}{learning}, {c['undecided']} undecided, {c['not_converged']} not "
+            f"converged — {seeds['count_rule']}")
 
 
 def seeds_table(seeds: dict) -> tuple[list[str], list[list[str]]]:

@@ -6,8 +6,12 @@ this suite defaults to `bma-dev` when HYPOTHESIS_PROFILE is unset (`make test` u
 import os
 from pathlib import Path
 
-import pytest
-import torch
+from bma_verify.reports.float_path import pin
+
+pin()  # before torch loads: the float path the reference report was made on (reports/float_path.py)
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 from hypothesis import settings
 
 if not os.environ.get("HYPOTHESIS_PROFILE"):

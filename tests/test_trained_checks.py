@@ -34,9 +34,14 @@ def test_a_failing_rule_on_an_unconverged_run_is_inconclusive():
     falling = trained.run_convergence(_curve_metrics([3.0 - 0.1 * i for i in range(10)]))
     assert flat["plateaued"] and not falling["plateaued"]
     assert falling["improvement"] == pytest.approx(0.4) and falling["objective"] == "held-out query_loss"
-    assert trained.count_verdict(["fail"] * 3, [flat] * 3)[0] == "fail"
-    verdict, reason, _ = trained.count_verdict(["fail"] * 3, [falling] * 3)
+    confirmed = [{"confirmed": True}] * 3
+    assert trained.count_verdict(["fail"] * 3, [flat] * 3, confirmed)[0] == "fail"
+    verdict, reason, _ = trained.count_verdict(["fail"] * 3, [falling] * 3, confirmed)
     assert verdict == "inconclusive" and reason.endswith("3 not converged (needs 3 of 3)")
+    # a converged miss without a continuation counts for neither side, and the reason says why
+    verdict, reason, _ = trained.count_verdict(["fail"] * 3, [flat] * 3, why_unconfirmed="no budget")
+    assert verdict == "inconclusive" and reason.endswith("3 converged seed(s) miss it unconfirmed, counted for "
+                                                         "neither side: no budget")
     verdict, reason, _ = trained.count_verdict(["noise"] * 3, [flat] * 3)
     assert verdict == "inconclusive" and "3 within noise" in reason
     both = runs_plateau({"a": flat, "b": falling})
@@ -153,13 +158,33 @@ def test_runs_trained_in_two_real_workers_equal_the_serial_runs():
     (["pass"] * 3 + ["fail"] * 2, [True] * 5, "inconclusive"),
 ])
 def test_count_rule(statuses, plateaued, verdict):
-    # reference: the rule by hand, at least ceil(0.8 n) converged seeds on one side
+    # reference: the rule by hand, at least ceil(0.8 n) converged seeds on one side; every miss here is confirmed by
+    # its continuation (the unconfirmed ones: test_a_miss_counts_only_when_its_continuation_confirms_it)
     tests = [{"plateaued": p} for p in plateaued]
-    got, reason, converged = trained.count_verdict(statuses, tests)
+    continuations = [{"confirmed": True} if s == "fail" else None for s in statuses]
+    got, reason, converged = trained.count_verdict(statuses, tests, continuations)
     assert got == verdict
     assert (reason == "") == (verdict != "inconclusive")
     assert converged["converged_seeds"] == sum(plateaued) and converged["seeds"] == tests
     assert converged["plateaued"] == (sum(plateaued) >= trained.seeds_needed(len(statuses)))
+
+
+@pytest.mark.parametrize("continuation, verdict, key", [
+    (None, "inconclusive", "unconfirmed_miss"),  # no continuation: the miss counts for neither side
+    ({"confirmed": True}, "fail", "miss"),
+    ({"confirmed": False}, "inconclusive", "still_learning"),  # moved at 2× its steps: not converged
+])
+def test_a_miss_counts_only_when_its_continuation_confirms_it(continuation, verdict, key):
+    # reference: the miss rule by hand (model.continuation): 3 of 3 converged misses, each with the same record
+    flat = {"plateaued": True}
+    got, reason, converged = trained.count_verdict(["fail"] * 3, [flat] * 3, [continuation] * 3)
+    counts = trained.seed_counts(["fail"] * 3, [flat] * 3, [continuation] * 3)
+    assert got == verdict and counts[key] == 3 and sum(counts.values()) == 3
+    assert converged["plateaued"] == (key != "still_learning")
+    assert converged["continuations"] == [continuation] * 3
+    # a seed still improving, or one that met the rule, needs no continuation: its record is ignored
+    assert trained.seed_category("pass", flat, {"confirmed": False}) == "meet"
+    assert trained.seed_category("fail", {"plateaued": False}, continuation) == "not_converged"
 
 
 def test_seeds_record_median_and_range():
@@ -169,7 +194,8 @@ def test_seeds_record_median_and_range():
                                    {"gap": 0.2, "ok": False, "name": "c"}])
     assert set(record["metrics"]) == {"gap"}
     assert record["metrics"]["gap"] == {"median": 0.2, "min": 0.1, "max": 0.3, "values": [0.3, 0.1, 0.2]}
-    assert record["counts"] == {"meet": 1, "miss": 1, "undecided": 1, "not_converged": 0}
+    assert record["counts"] == {"meet": 1, "miss": 0, "unconfirmed_miss": 1, "still_learning": 0, "undecided": 1,
+                                "not_converged": 0}
     assert record["training_seeds"] == [3, 1, 2] and "3 of 3" in record["count_rule"]
 
 
@@ -237,3 +263,33 @@ def test_the_ideal_end_of_a_power_curve_is_the_positive_control():
     assert not trained.ideal_control(Control("n", {}, True, power=within_noise), "BMA").passed
     rejected = [power[0], {"x": 2, "label": "", "rejected": True, "value": 0.1}]
     assert not trained.ideal_control(Control("n", {}, True, power=rejected), "BMA").passed
+
+
+def test_confirm_misses_continues_only_converged_misses_of_a_run_set_that_continues(monkeypatch):
+    # reference: stand-in runs whose "value" the judge reads, and a stand-in continuation that moves it by hand
+    from types import SimpleNamespace
+    moved_to = {"a": 0.099, "b": 0.05}  # a: moved 1/70 of the way to 0.03 (stands); b: moved 5/7 of it (learning)
+    calls = []
+
+    def fake_continue(run, quiet=True):
+        calls.append(run.name)
+        return SimpleNamespace(name=run.name, value=moved_to[run.name],
+                               metrics={"curves": {"step": [20, 40], "query_loss": [1.0, 0.9]}})
+    monkeypatch.setattr(trained, "continue_run", fake_continue)
+    judge = lambda run: ("fail" if run.value > 0.03 else "pass", {"v": (run.value, 0.03, True)})  # noqa: E731
+    runs = [SimpleNamespace(name=n, value=0.1) for n in ("a", "b", "c")]
+    flat = {"plateaued": True}
+    quick = CheckContext(tier="quick", seed=0)
+    records = trained.confirm_misses(quick, "fig2", runs, ["fail", "fail", "pass"], [flat] * 3, judge,
+                                     ["1:a", "2:b", "3:c"])
+    assert [r and r["confirmed"] for r in records] == [True, False, None] and calls == ["a", "b"]
+    assert records[0]["values"]["v"]["moved_fraction"] == pytest.approx(0.001 / 0.07)
+    assert records[1]["status_after"] == "fail" and records[0]["steps"] == 40
+    # cached per report: asking again continues nothing more
+    trained.confirm_misses(quick, "fig2", runs, ["fail", "fail", "pass"], [flat] * 3, judge, ["1:a", "2:b", "3:c"])
+    assert calls == ["a", "b"]
+    # a seed still improving is never continued; a run set that does not continue at this tier records None
+    assert trained.confirm_misses(quick, "fig2", runs[:1], ["fail"], [{"plateaued": False}], judge, ["9:a"]) == [None]
+    assert trained.confirm_misses(quick, "robustness", runs, ["fail"] * 3, [flat] * 3, judge,
+                                  ["1:a", "2:b", "3:c"]) == [None] * 3
+    assert "quick tier runs no continuation" in trained.why_unconfirmed(quick, "robustness")

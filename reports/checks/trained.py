@@ -19,6 +19,8 @@ import numpy as np
 from bma_verify import numerics
 from bma_verify.model import analysis
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
+from bma_verify.model.continuation import RULE as CONTINUATION_RULE
+from bma_verify.model.continuation import continuation_test, continue_run
 from bma_verify.model.convergence import run_plateau
 from bma_verify.model.gpt_training import gpt_multiply_adds
 from bma_verify.model.presets import preset_configs, train_config, train_preset_runs
@@ -26,7 +28,7 @@ from bma_verify.model.seeds import SEEDS_PER_TIER, report_training_seeds
 from bma_verify.model.train_config import GPTOptions
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.core import CheckContext, Control, PositiveControl
-from bma_verify.reports.protocol import COUNT_FRACTION, protocol, protocol_hash
+from bma_verify.reports.protocol import CONTINUED, COUNT_FRACTION, protocol, protocol_hash
 
 #: Thresholds shared by the trained checks, per tier. Quick: L_pa's is set between fig2's quick run on development
 #: seeds 1000-1004 (converged runs: +0.011 to +0.014) and the near-miss control BMA reading 9 of 10 examples (+0.043
@@ -60,6 +62,8 @@ TRAINED_TOL = {
     "parent_loss_gap": {"abs": 0.01},  # L_pa and its gap: 0.00081
     "parent_accuracy": {"abs": 0.01},  # 0.0011
 }
+#: Why a converged miss stands unconfirmed where a check runs no continuation.
+CONTINUATION_NOT_RUN = "no continuation to 2× the steps is built for these runs"
 #: The columns of ``loss_split_rows``.
 LOSS_COLUMNS = ["run", "query loss", "BMA loss", "gap", "L_pa", "BMA L_pa", "logit-rule floor",
                 "floor − BMA (output-rule part)", "parent acc.", "BMA acc.", "oracle loss"]
@@ -142,6 +146,54 @@ def seeded_runs(ctx: CheckContext, name: str, output: str = "mixture") -> list[d
     return [trained_runs(ctx, name, output, replicate=r) for r in range(SEEDS_PER_TIER[ctx.tier])]
 
 
+def continues(ctx: CheckContext, name: str) -> bool:
+    """Whether run set ``name``'s checks continue a converged miss at this tier (``reports.protocol.CONTINUED``)."""
+    return name in CONTINUED[ctx.tier]
+
+
+def why_unconfirmed(ctx: CheckContext, name: str) -> str:
+    """Why a converged miss of run set ``name`` stays unconfirmed at this tier (for the verdict's reason)."""
+    if continues(ctx, name):
+        return CONTINUATION_NOT_RUN
+    return f"the {ctx.tier} tier runs no continuation to 2× the steps for these runs (its budget)"
+
+
+def continued(ctx: CheckContext, name: str, run, key: str):
+    """The continuation of ``run`` (``model.continuation.continue_run``), computed once per report (``key``: the
+    run's seed and label) and then taken from ``ctx.cache``."""
+    cache_key = f"continuation:{name}:{ctx.tier}:{ctx.device}:{key}"
+    if cache_key not in ctx.cache:
+        ctx.cache[cache_key] = continue_run(run, quiet=ctx.quiet)
+    return ctx.cache[cache_key]
+
+
+def confirm_misses(ctx: CheckContext, name: str, runs: list, statuses: list[str], tests: list[dict], judge,
+                   keys: list[str], objective: str = "query_loss") -> list[dict | None]:
+    """Each seed's continuation record: None unless its run converged and missed the rule and run set ``name``
+    continues at this tier. ``judge(run) -> (status, {value: (number, threshold, upper)})`` is the check's rule with
+    its scalar values; a miss stands when the continued run still fails and moves every value that missed by less
+    than ``model.continuation.MAX_MOVE`` of its distance to the threshold. The record holds the continuation's curve
+    of ``objective``."""
+    if not continues(ctx, name):
+        return [None] * len(runs)
+    records = []
+    for run, status, test, key in zip(runs, statuses, tests, keys):
+        if status != "fail" or not test["plateaued"]:
+            records.append(None)
+            continue
+        more = continued(ctx, name, run, key)
+        _, before = judge(run)
+        after_status, after = judge(more)
+        missed = {k: v for k, v in before.items() if (v[0] > v[1] if v[2] else v[0] < v[1])}
+        moves = {k: continuation_test(v[0], after[k][0], v[1], upper=v[2]) for k, v in missed.items()}
+        curves = more.metrics.get("curves") or {}
+        records.append({"confirmed": after_status == "fail" and all(t["confirmed"] for t in moves.values()),
+                        "status_after": after_status, "values": moves,
+                        "steps": int(curves["step"][-1]) if curves.get("step") else None,
+                        "curve": {"step": list(curves.get("step", [])), objective: list(curves.get(objective, []))}})
+    return records
+
+
 def draw_figure(ctx: CheckContext, filename: str, draw) -> list[str]:
     """``[filename]`` after ``draw(path)`` wrote it under ``ctx.figures_dir``; ``[]`` when the report has none."""
     if ctx.figures_dir is None:
@@ -222,6 +274,26 @@ def fig2_sides(ctx: CheckContext, metrics: dict) -> dict:
             "parent_loss_gap": parent_gap_side(ctx, metrics)}
 
 
+def fig2_judge(ctx: CheckContext):
+    """fig2's rule as a continuation judge (:func:`confirm_misses`): a run's status and its decided values with their
+    thresholds (each is an upper bound)."""
+    t = THRESHOLDS[ctx.tier]
+
+    def judge(run) -> tuple[str, dict]:
+        m = run.metrics
+        values = {"gap_to_bma": (m["gap_to_bma"], t["gap"], True),
+                  "accuracy_shortfall": (m["bma_parent_accuracy"] - m["parent_accuracy"], t["accuracy_shortfall"],
+                                         True),
+                  "parent_loss_gap": (m["parent_loss_gap"], t["parent_loss_gap"], True)}
+        return combine_sides(fig2_sides(ctx, m)), values
+    return judge
+
+
+def seed_keys(ctx: CheckContext, name: str, label: str) -> list[str]:
+    """The continuation cache keys of run ``label`` on each training seed of run set ``name``."""
+    return [f"{seed}:{label}" for seed in training_seeds(ctx, name)]
+
+
 def loss_split_rows(metrics: dict, label: str) -> list:
     """``[row]``: the loss-table row (``LOSS_COLUMNS``) of a run's metrics, as a list to concatenate."""
     return [[label, metrics["query_loss"], metrics["bma_loss"], metrics["gap_to_bma"], metrics["parent_loss"],
@@ -255,37 +327,65 @@ def seeds_needed(n: int) -> int:
 def count_rule_text(n: int) -> str:
     k = seeds_needed(n)
     return (f"reproduced when at least {k} of {n} training seeds converge and meet the rule, not reproduced when "
-            f"at least {k} of {n} converge and miss it, otherwise inconclusive")
+            f"at least {k} of {n} converge and miss it and a continuation to 2× their steps confirms each miss, "
+            f"otherwise inconclusive")
 
 
-def seed_counts(statuses: list[str], tests: list[dict]) -> dict:
-    """How many seeds met the rule, missed it, read within noise, or had not converged (not counted either way)."""
-    counts = {"meet": 0, "miss": 0, "undecided": 0, "not_converged": 0}
-    for status, test in zip(statuses, tests):
-        key = ("not_converged" if not test["plateaued"]
-               else {"pass": "meet", "fail": "miss"}.get(status, "undecided"))
-        counts[key] += 1
+def seed_category(status: str, test: dict, continuation: dict | None = None) -> str:
+    """Where one seed counts: ``meet``; ``miss`` (a converged miss that its continuation confirmed);
+    ``unconfirmed_miss`` (a converged miss with no continuation: counts for neither side); ``still_learning`` (its
+    continuation moved it towards the threshold: not converged); ``undecided`` (within noise); ``not_converged``."""
+    if not test["plateaued"]:
+        return "not_converged"
+    if status == "pass":
+        return "meet"
+    if status != "fail":
+        return "undecided"
+    if continuation is None:
+        return "unconfirmed_miss"
+    return "miss" if continuation["confirmed"] else "still_learning"
+
+
+def seed_counts(statuses: list[str], tests: list[dict], continuations: list | None = None) -> dict:
+    """How many seeds met the rule, missed it (confirmed by a continuation, unconfirmed, or still learning at twice
+    the budget), read within noise, or had not converged (only ``meet`` and ``miss`` count)."""
+    counts = {"meet": 0, "miss": 0, "unconfirmed_miss": 0, "still_learning": 0, "undecided": 0, "not_converged": 0}
+    continuations = continuations if continuations is not None else [None] * len(statuses)
+    for status, test, continuation in zip(statuses, tests, continuations):
+        counts[seed_category(status, test, continuation)] += 1
     return counts
 
 
-def count_verdict(statuses: list[str], tests: list[dict]) -> tuple[str, str, dict]:
-    """(verdict, reason, converged) of a check over its seeds: each seed's rule status ('pass', 'fail', 'noise')
-    and plateau test. ``converged`` records every seed's test and is plateaued when enough seeds converged to
-    decide."""
-    n, counts = len(statuses), seed_counts(statuses, tests)
+def count_verdict(statuses: list[str], tests: list[dict], continuations: list | None = None,
+                  *, why_unconfirmed: str = CONTINUATION_NOT_RUN) -> tuple[str, str, dict]:
+    """(verdict, reason, converged) of a check over its seeds: each seed's rule status ('pass', 'fail', 'noise'),
+    plateau test and, for a converged miss, its continuation record (None: no continuation was run, and
+    ``why_unconfirmed`` says why). ``converged`` records every seed's test and is plateaued when enough seeds
+    converged to decide. A miss counts against the claim only when its continuation confirmed it
+    (``model.continuation``)."""
+    n, counts = len(statuses), seed_counts(statuses, tests, continuations)
     need = seeds_needed(n)
-    converged = {"plateaued": n - counts["not_converged"] >= need, "rule": PLATEAU_RULE,
-                 "converged_seeds": n - counts["not_converged"], "of": n, "seeds": tests}
+    not_converged = counts["not_converged"] + counts["still_learning"]
+    converged = {"plateaued": n - not_converged >= need, "rule": PLATEAU_RULE, "miss_rule": CONTINUATION_RULE,
+                 "converged_seeds": n - not_converged, "of": n, "seeds": tests,
+                 "continuations": list(continuations) if continuations is not None else [None] * n}
     if counts["meet"] >= need:
         return "pass", "", converged
     if counts["miss"] >= need:
         return "fail", "", converged
-    return "inconclusive", (f"count rule undecided: {counts['meet']} of {n} seeds meet the rule, {counts['miss']} "
-                            f"miss it, {counts['undecided']} within noise, {counts['not_converged']} not converged "
-                            f"(needs {need} of {n})"), converged
+    confirmed = " (each confirmed by its continuation)" if counts["miss"] else ""
+    reason = (f"count rule undecided: {counts['meet']} of {n} seeds meet the rule, {counts['miss']} miss it"
+              f"{confirmed}, {counts['undecided']} within noise, {not_converged} not converged (needs {need} of {n})")
+    if counts["still_learning"]:
+        reason += f"; of those not converged, {counts['still_learning']} missed but moved at 2× their steps"
+    if counts["unconfirmed_miss"]:
+        reason += (f"; besides, {counts['unconfirmed_miss']} converged seed(s) miss it unconfirmed, counted for "
+                   f"neither side: {why_unconfirmed}")
+    return "inconclusive", reason, converged
 
 
-def seeds_record(seeds: list[int], statuses: list[str], tests: list[dict], metrics: list[dict]) -> dict:
+def seeds_record(seeds: list[int], statuses: list[str], tests: list[dict], metrics: list[dict],
+                 continuations: list | None = None) -> dict:
     """What results.json records under ``seeds``: the training seeds, each seed's rule status, the counts, the
     count rule, and per metric (a number per seed in ``metrics``) its median and range."""
     names = [k for k, v in metrics[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -297,7 +397,8 @@ def seeds_record(seeds: list[int], statuses: list[str], tests: list[dict], metri
                          "min": min(finite, default=float("nan")), "max": max(finite, default=float("nan")),
                          "values": values}
     return {"n": len(seeds), "training_seeds": list(seeds), "statuses": list(statuses),
-            "counts": seed_counts(statuses, tests), "count_rule": count_rule_text(len(seeds)), "metrics": per_metric}
+            "counts": seed_counts(statuses, tests, continuations), "count_rule": count_rule_text(len(seeds)),
+            "metrics": per_metric}
 
 
 def untrained_record(ctx: CheckContext, reason: str) -> dict:
@@ -313,8 +414,13 @@ def untrained_record(ctx: CheckContext, reason: str) -> dict:
 def seeds_text(record: dict) -> str:
     """'3 seeds: 3 meet, 0 miss, 0 undecided, 0 not converged; L_pa gap median +0.012 (+0.009 to +0.015)'."""
     c = record["counts"]
-    return (f"{record['n']} training seeds ({', '.join(map(str, record['training_seeds']))}): {c['meet']} meet the "
-            f"rule, {c['miss']} miss it, {c['undecided']} within noise, {c['not_converged']} not converged")
+    text = (f"{record['n']} training seeds ({', '.join(map(str, record['training_seeds']))}): {c['meet']} meet the "
+            f"rule, {c['miss']} miss it")
+    if c.get("unconfirmed_miss"):
+        text += f" (confirmed), {c['unconfirmed_miss']} miss it unconfirmed"
+    if c.get("still_learning"):
+        text += f", {c['still_learning']} missed but were still learning at 2× their steps"
+    return text + f", {c['undecided']} within noise, {c['not_converged']} not converged"
 
 
 # ---------------------------------------------------------------------------------------------------------------

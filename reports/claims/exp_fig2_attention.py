@@ -14,7 +14,8 @@ from bma_verify.model import figures
 from bma_verify.model.presets import preset_configs
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.checks.trained import (LOSS_COLUMNS, NOISE_BAND, THRESHOLDS, TRAINED_TOL, combine_sides,
-                                               count_verdict, draw_figure, fig2_sides, fig2_threshold, ideal_control,
+                                               confirm_misses, count_verdict, draw_figure, fig2_judge, fig2_sides,
+                                               fig2_threshold, ideal_control, seed_keys, why_unconfirmed,
                                                loss_split_rows, near_miss_control, power_text, run_assumptions,
                                                run_convergence, seeded_runs, seeds_record, seeds_text, trained_runs,
                                                training_seeds)
@@ -98,8 +99,10 @@ def exp_fig2_attention(ctx: CheckContext) -> CheckOutcome:
     all_runs = [runs["fig2"] for runs in seeded_runs(ctx, "fig2")]
     outcomes = [seed_outcome(ctx, run.metrics) for run in all_runs]
     statuses, tests = [o[1] for o in outcomes], [o[2] for o in outcomes]
-    verdict, reason, converged = count_verdict(statuses, tests)
-    seeds = seeds_record(training_seeds(ctx, "fig2"), statuses, tests, [seed_values(r.metrics) for r in all_runs])
+    more = confirm_misses(ctx, "fig2", all_runs, statuses, tests, fig2_judge(ctx), seed_keys(ctx, "fig2", "fig2"))
+    verdict, reason, converged = count_verdict(statuses, tests, more, why_unconfirmed=why_unconfirmed(ctx, "fig2"))
+    seeds = seeds_record(training_seeds(ctx, "fig2"), statuses, tests, [seed_values(r.metrics) for r in all_runs],
+                         more)
     run = all_runs[0]
     control = near_miss_control(ctx, run, fig2_sides)
     measured, rows = _losses(ctx, run.metrics)

@@ -14,9 +14,10 @@ import numpy as np
 from bma_verify.model import analysis, figures
 from bma_verify.model.construction import bma_construction
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
-from bma_verify.reports.checks.trained import (TRAINED_TOL, combine_sides, count_verdict, draw_figure, run_assumptions,
-                                               run_convergence, seeded_kernel, seeded_runs, seeds_record, seeds_text,
-                                               threshold_side, training_seeds)
+from bma_verify.reports.checks.trained import (TRAINED_TOL, combine_sides, confirm_misses, count_verdict, draw_figure,
+                                               run_assumptions, run_convergence, seed_keys, seeded_kernel, seeded_runs,
+                                               seeds_record, seeds_text, threshold_side, training_seeds,
+                                               why_unconfirmed)
 from bma_verify.reports.checks.construction import LARGE_BETA
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl
@@ -65,6 +66,18 @@ def seed_outcome(ctx: CheckContext, run) -> tuple[dict, dict, str, dict]:
     summary = analysis.parameter_summary(run.model, run.kernel, run.config.L, run.config.H)
     sides = parameter_sides(ctx, summary)
     return summary, sides, combine_sides(sides), run_convergence(run.metrics)
+
+
+def judge(ctx: CheckContext):
+    """fig3's rule as a continuation judge (``reports.checks.trained.confirm_misses``): a run's status and its two
+    scalar values with their thresholds (upper bounds); w_H's peaks are judged by the status alone."""
+    t = THRESHOLDS[ctx.tier]
+
+    def on(run) -> tuple[str, dict]:
+        summary, _, status, _ = seed_outcome(ctx, run)
+        return status, {"off_block_fraction": (summary["off_block_fraction"], t["off_block"], True),
+                        "softmax_W_OV_error": (summary["softmax_W_OV_error"], t["w_ov_error"], True)}
+    return on
 
 
 def seed_values(run, summary: dict) -> dict:
@@ -140,9 +153,10 @@ def exp_fig3_parameters(ctx: CheckContext) -> CheckOutcome:
     all_runs = [runs["fig2"] for runs in seeded_runs(ctx, "fig2")]
     outcomes = [seed_outcome(ctx, run) for run in all_runs]
     statuses, tests = [o[2] for o in outcomes], [o[3] for o in outcomes]
-    verdict, reason, converged = count_verdict(statuses, tests)
+    more = confirm_misses(ctx, "fig2", all_runs, statuses, tests, judge(ctx), seed_keys(ctx, "fig2", "fig2"))
+    verdict, reason, converged = count_verdict(statuses, tests, more, why_unconfirmed=why_unconfirmed(ctx, "fig2"))
     seeds = seeds_record(training_seeds(ctx, "fig2"), statuses, tests,
-                         [seed_values(run, o[0]) for run, o in zip(all_runs, outcomes)])
+                         [seed_values(run, o[0]) for run, o in zip(all_runs, outcomes)], more)
     run, summary = all_runs[0], outcomes[0][0]
     control = shifted_output_control(ctx, run, summary)
     return CheckOutcome(

@@ -18,10 +18,11 @@ from bma_verify.model.gpt_training import (GPT_DECIDING, GPT_READINGS, GPT_SHARE
                                           bma_reading_levels)
 from bma_verify.model.presets import preset_configs, train_config
 from bma_verify.model.training import eval_batch
-from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_sides, count_rule_text, count_verdict,
-                                               fig2_sides, half_examples, ideal_control, near_miss_control, power_text,
-                                               run_convergence, seeds_record, seeds_text, threshold_side,
-                                               train_in_workers, training_seeds)
+from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_sides, confirm_misses, count_rule_text,
+                                               count_verdict, fig2_judge, fig2_sides, half_examples, ideal_control,
+                                               near_miss_control, power_text, run_convergence, seeds_record,
+                                               seeds_text, threshold_side, train_in_workers, training_seeds,
+                                               why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
 from bma_verify.reports.protocol import run_plan
@@ -144,6 +145,19 @@ def _disentangled_seed(ctx: CheckContext, run) -> dict:
     return {"status": status, "test": run_convergence(m), "values": values}
 
 
+def _judge(ctx: CheckContext, gpt: bool):
+    """A reading's rule as a continuation judge (``reports.checks.trained.confirm_misses``): a run's status and its
+    scalar values with their thresholds (upper bounds): the GPT's KL against BMA reading L − 1's, or fig2's values."""
+    fig2 = fig2_judge(ctx)
+
+    def on(run) -> tuple[str, dict]:
+        if gpt:
+            m = run.metrics
+            return _gpt_seed(run)["status"], {"kl": (m["kl"], m["kl_bma_minus_one"], True)}
+        return _disentangled_seed(ctx, run)["status"], fig2(run)[1]
+    return on
+
+
 def gpt_control(run) -> Control:
     """The near miss strictly on the false side of the KL rule: BMA reading L − 2 of the run's L examples (BMA
     reading L − 1 is the rule's bar itself, so it cannot be a control), rejected only when the rule reads it
@@ -169,10 +183,13 @@ def _reading(ctx: CheckContext, label: str, seeds: list[int]) -> dict:
     gpt = label in GPT_READINGS
     per_seed = [_gpt_seed(r) if gpt else _disentangled_seed(ctx, r) for r in runs]
     statuses, tests = [p["status"] for p in per_seed], [p["test"] for p in per_seed]
-    verdict, reason, converged = count_verdict(statuses, tests)
-    record = seeds_record(seeds, statuses, tests, [p["values"] for p in per_seed])
+    more = confirm_misses(ctx, "robustness", runs, statuses, tests, _judge(ctx, gpt), [f"{s}:{label}" for s in seeds],
+                          objective="kl" if gpt else "query_loss")
+    verdict, reason, converged = count_verdict(statuses, tests, more,
+                                               why_unconfirmed=why_unconfirmed(ctx, "robustness"))
+    record = seeds_record(seeds, statuses, tests, [p["values"] for p in per_seed], more)
     if verdict == "fail":
-        reason = f"converged seeds miss the rule: {seeds_text(record)}"
+        reason = f"converged seeds miss the rule, each confirmed by its continuation: {seeds_text(record)}"
     control = gpt_control(runs[0]) if gpt else near_miss_control(ctx, runs[0], fig2_sides)
     return {"label": label, "verdict": verdict, "reason": reason, "converged": converged, "control": control,
             "seeds": record, "run": runs[0],

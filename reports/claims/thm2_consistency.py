@@ -21,10 +21,10 @@ from bma_verify.numerics.information import pairwise_joint
 from bma_verify.numerics.task import random_kernel
 from bma_verify.reports.checks.numeric_common import combine_verdicts, save_check_figure
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
-from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_sides, count_verdict, ideal_control,
-                                               parent_gap_side, power_text, rule_text, run_assumptions,
-                                               run_convergence, seeded_runs, seeds_record, seeds_text, threshold_side,
-                                               training_seeds)
+from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_sides, confirm_misses, count_verdict,
+                                               ideal_control, parent_gap_side, power_text, rule_text, run_assumptions,
+                                               run_convergence, seed_keys, seeded_runs, seeds_record, seeds_text,
+                                               threshold_side, training_seeds, why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, PositiveControl, Table, jsonable,
                                      new_figure, verdict_from_interval)
@@ -359,6 +359,20 @@ def ignoring_control(ctx: CheckContext, run, values: dict) -> Control:
                    near["rejected"], power=[{k: v for k, v in p.items() if k != "accuracy"} for p in power])
 
 
+def judge(ctx: CheckContext):
+    """thm2's model rule as a continuation judge (``reports.checks.trained.confirm_misses``): a run's status and its
+    scalar values with their thresholds (upper bounds): the largest accuracy shortfall over L' and L_pa's gap; the
+    rise and monotone sides are judged by the status alone."""
+    t = THRESHOLDS[ctx.tier]
+
+    def on(run) -> tuple[str, dict]:
+        v, sides = accuracy_rule(ctx, run)
+        return combine_sides(sides), {
+            "largest_shortfall": (max(b - a for a, b in zip(v["acc"], v["bma"])), t["accuracy_shortfall"], True),
+            "parent_loss_gap": (run.metrics["parent_loss_gap"], t["parent_loss_gap"], True)}
+    return on
+
+
 def model_check(ctx: CheckContext) -> CheckOutcome:
     """Trained model's parent accuracy against L' (up to the training L) beside BMA's, on every training seed of
     fig2's run, decided by the count rule; near-miss control BMA ignoring the earliest example."""
@@ -366,11 +380,12 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
     per_seed = [accuracy_rule(ctx, run) for run in all_runs]
     statuses = [combine_sides(sides) for _, sides in per_seed]
     tests = [run_convergence(run.metrics) for run in all_runs]
-    verdict, reason, converged = count_verdict(statuses, tests)
+    more = confirm_misses(ctx, "fig2", all_runs, statuses, tests, judge(ctx), seed_keys(ctx, "fig2", "fig2"))
+    verdict, reason, converged = count_verdict(statuses, tests, more, why_unconfirmed=why_unconfirmed(ctx, "fig2"))
     seeds = seeds_record(training_seeds(ctx, "fig2"), statuses, tests,
                          [{"largest_shortfall": max(b - a for a, b in zip(v["acc"], v["bma"])),
                            "accuracy_at_L": v["acc"][-1], "parent_loss_gap": run.metrics["parent_loss_gap"]}
-                          for run, (v, _) in zip(all_runs, per_seed)])
+                          for run, (v, _) in zip(all_runs, per_seed)], more)
     run, (v, sides) = all_runs[0], per_seed[0]
     control = ignoring_control(ctx, run, v)
     t = THRESHOLDS[ctx.tier]

@@ -1,0 +1,67 @@
+"""A miss counts only if more training would not change it: continue a finished run and see whether it moves.
+
+The continuation of a run of S steps trains S more steps (twice the run's budget in all) from the run's final
+evaluated weights (the weight average where the run keeps one), with a fresh AdamW and the learning-rate schedule
+restarted (warm-up, then the same decay over S steps), on the batches that follow the run's own (data steps
+S … 2S − 1). A restarted schedule is the point: a run whose plateau test passed only because the decay had cut its
+learning rate gets its full learning rate back.
+
+:func:`continuation_test` judges it: a value that missed its threshold stands when the continuation moves it
+towards the threshold by less than ``MAX_MOVE`` of the distance; otherwise the run was still learning at twice its
+budget and its miss does not count (``reports.checks.trained.count_verdict``).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from bma_verify.model.train_config import GPTOptions
+from bma_verify.model.training import TrainRun, train
+
+#: A continued run trains this many times the run's steps in all.
+FACTOR = 2
+#: A miss stands when the continuation moves the value towards its threshold by less than this fraction of the
+#: distance between them.
+MAX_MOVE = 0.1
+RULE = (f"a converged miss counts only when a continuation to {FACTOR}× the run's steps (schedule restarted: "
+        f"warm-up, then the same decay; fresh optimiser; the batches after the run's) moves each missed value "
+        f"towards its threshold by less than {MAX_MOVE:.0%} of the distance; otherwise the run was still learning")
+
+
+def continue_run(run: TrainRun, *, quiet: bool = True) -> TrainRun:
+    """The continuation of ``run`` (a :func:`bma_verify.model.training.train` or ``train_gpt`` run): ``run``'s
+    config with ``(FACTOR − 1) × steps`` steps, from its final weights, on the batches after its own."""
+    extra = (FACTOR - 1) * run.config.steps
+    config = dataclasses.replace(run.config, steps=extra)
+    offset = int(run.metrics.get("step_offset", 0)) + run.config.steps
+    if isinstance(run.config.model, GPTOptions):
+        from bma_verify.model.gpt_training import train_gpt  # imports training: kept out of this module's top
+        continued = train_gpt(config, quiet=quiet, warm_start=run.model, step_offset=offset)
+    else:
+        continued = train(config, quiet=quiet, warm_start=run.model, step_offset=offset)
+    continued.metrics["step_offset"] = offset
+    return continued
+
+
+def continuation_test(before: float, after: float, threshold: float, *, upper: bool = True,
+                      max_move: float = MAX_MOVE) -> dict:
+    """Whether a missed value stands after the continuation.
+
+    Parameters
+    ----------
+    before, after : the value at the end of the run and at the end of its continuation
+    threshold : the rule's threshold; ``upper``: the rule is value ≤ threshold (else value ≥ threshold)
+    max_move : the largest fraction of the distance to the threshold a standing miss may move towards it
+
+    Returns
+    -------
+    dict with ``confirmed`` (the miss stands), ``moved_fraction`` (the move towards the threshold over the
+    distance; negative: it moved away), ``before``, ``after``, ``threshold``.
+    """
+    distance = (before - threshold) if upper else (threshold - before)
+    if not distance > 0:
+        raise ValueError(f"before must miss the threshold ({'above' if upper else 'below'} {threshold}), "
+                         f"got {before}")
+    moved = (before - after) if upper else (after - before)
+    fraction = float(moved / distance)
+    return {"confirmed": bool(fraction < max_move), "moved_fraction": fraction, "before": float(before),
+            "after": float(after), "threshold": float(threshold), "max_move": float(max_move)}
