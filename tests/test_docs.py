@@ -78,3 +78,13 @@ def test_render_readme_replaces_only_the_table():
     out = docs.render_readme(readme)
     assert out.startswith(f"before\n{start}\n| claim |") and out.endswith(f"{end}\nafter\n")
     assert "old table" not in out and docs.render_readme(out) == out
+
+
+def test_readme_opens_with_what_install_and_run_in_under_30_lines_and_documents_pip_install():
+    # issue 42: the README was dense and `make` was the only install path
+    top = docs.README_PATH.read_text().splitlines()[:30]
+    headings = [line for line in top if line.startswith("#")]
+    assert any("install" in h.lower() and "run" in h.lower() for h in headings), headings
+    assert any(line.startswith("pip install") and "'.[test]'" in line for line in top)
+    assert any(line.startswith("pip install") and line.split("#")[0].rstrip().endswith(" .") for line in top)
+    assert any(line.startswith("bma-verify check") for line in top)
