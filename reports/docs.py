@@ -14,7 +14,7 @@ from pathlib import Path
 from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.registry import CLAIMS
 from bma_verify.reports.regression import REFERENCE_DIR
-from bma_verify.reports.render import BEYOND_TITLE, control_counts, verdict_label
+from bma_verify.reports.render import BEYOND_TITLE, control_counts, reading_outcomes, verdict_label
 
 DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "claims.md"
 README_PATH = DOCS_PATH.parent.parent / "README.md"
@@ -148,9 +148,8 @@ def short_reasons(claim: dict) -> str:
     """What an inconclusive (or errored) verdict waits on, else how each reading came out, in a few words each."""
     if claim["verdict"] in ("inconclusive", "error") and claim.get("reasons"):
         reasons = claim["reasons"]
-    else:  # 'reading R1: <what it assumes>: <outcome>' -> 'reading R1: <outcome>', as verdict_label shows it
-        reasons = [f"{a.split(':')[0]}: {a.rsplit(': ', 1)[-1]}" for a in claim.get("assumptions", [])
-                   if a.startswith("reading ")]
+    else:
+        reasons = reading_outcomes(claim)
     return "; ".join(dict.fromkeys(short_reason(r) for r in reasons))
 
 

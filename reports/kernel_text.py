@@ -114,6 +114,7 @@ def format_kernel_result(name: str, result: dict, *, rows: bool = False, kernel_
             lines += _row_lines(claim, r, unit)
     return "\n".join(lines)
 
+
 #: Verdicts as the table shows them: a failure stands out.
 SHORT_VERDICTS = {"holds": "holds", "fails": "FAILS", "not applicable": "n/a"}
 #: The claims' columns of the table: (claim, its header, the number shown after its verdict, that number's header).

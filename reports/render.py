@@ -121,13 +121,19 @@ def verdict_label(claim: dict, reasons: bool = True) -> str:
         label = REPRODUCTION_MARK["pass"]
     if not reasons:
         return label
-    readings = [a for a in claim.get("assumptions", []) if a.startswith("reading ")]
-    if readings and claim["verdict"] in ("pass", "fail", REFUTED, "inconclusive"):
-        # "reading R1: <what it assumes>: <outcome>" -> "reading R1: <outcome>"; the details are in the section
-        label += " (" + "; ".join(f"{r.split(':')[0]}: {r.rsplit(': ', 1)[-1]}" for r in readings) + ")"
+    outcomes = reading_outcomes(claim)
+    if outcomes and claim["verdict"] in ("pass", "fail", REFUTED, "inconclusive"):
+        label += " (" + "; ".join(outcomes) + ")"
     if claim["verdict"] in ("inconclusive", "error") and claim.get("reasons"):
         label += " (" + "; ".join(claim["reasons"]) + ")"
     return label
+
+
+def reading_outcomes(claim: dict) -> list[str]:
+    """'reading R1: <outcome>' for each reading a claim is decided under (its assumptions 'reading R1: <what it
+    assumes>: <outcome>'); the details are in the claim's section."""
+    return [f"{a.split(':')[0]}: {a.rsplit(': ', 1)[-1]}" for a in claim.get("assumptions", [])
+            if a.startswith("reading ")]
 
 
 def check_label(check: dict, owner: str = "paper") -> str:
