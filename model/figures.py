@@ -142,7 +142,10 @@ def generalization_grid(metrics_by_run: dict, path) -> str:
     ax.set_ylabel(r"parent-selection loss $L_{\mathrm{pa}}^{L'}$ (nats; ± 2 s.e.)")
     ax.set_yscale("log")
     tested = sorted({int(k) for m in metrics_by_run.values() for k in m["by_test_L"]})
-    ax.set_xticks(tested, [str(L) for L in tested])
+    if len(tested) <= 10:  # each tested L' labelled; the full tier's 30 would crowd: integer ticks instead
+        ax.set_xticks(tested, [str(L) for L in tested])
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=7, integer=True))
     _labelled_log_ticks(ax.yaxis)
     ax.legend(fontsize=7, loc="upper right")
     labels = list(metrics_by_run)
@@ -150,7 +153,8 @@ def generalization_grid(metrics_by_run: dict, path) -> str:
     gaps = np.array([[metrics_by_run[label]["by_test_L"][str(L)]["parent_loss"]
                       - metrics_by_run[label]["by_test_L"][str(L)]["bma_parent_loss"] for L in Ls] for label in labels])
     image = heat.imshow(gaps, aspect="auto", cmap="magma", vmin=0.0)
-    heat.set_xticks(range(len(Ls)), [str(L) for L in Ls], fontsize=7)
+    every = -(-len(Ls) // 10)  # at most 10 labelled columns: the full tier tests 30 L'
+    heat.set_xticks(range(0, len(Ls), every), [str(L) for L in Ls[::every]], fontsize=7)
     heat.set_yticks(range(len(labels)), labels, fontsize=7)
     heat.set_xlabel("test examples $L'$")
     heat.set_ylabel("training run (training $L$)")

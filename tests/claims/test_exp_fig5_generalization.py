@@ -259,3 +259,13 @@ def test_fig5_figure_labels_in_math_and_its_log_axis_has_several_tick_labels(spr
     *ticks, label = _svg_texts(svg, "matplotlib.axis_2")  # the losses' axis: its tick labels, then its label
     assert label.startswith("parent-selection loss $L_{") and "L_pa" not in svg
     assert len([t for t in ticks if t.strip()]) >= 2, ticks
+
+
+def test_fig5_figure_labels_at_most_ten_test_L_of_the_full_tiers_thirty(tmp_path):
+    tested = range(1, 31)  # the full tier's test L'
+    metrics = {f"L{L}": {"by_test_L": {str(t): {"parent_loss": 1.0 + 0.1 * L, "bma_parent_loss": 1.0 / t}
+                                       for t in tested}} for L in (1, 2)}
+    svg = Path(figures.generalization_grid(metrics, tmp_path / "fig5.png")).with_suffix(".svg").read_text()
+    for axis in ("matplotlib.axis_1", "matplotlib.axis_3"):  # the curves' and the heat map's test L'
+        *ticks, label = _svg_texts(svg, axis)
+        assert label == "test examples $L'$" and 2 <= len([t for t in ticks if t.strip()]) <= 10, (axis, ticks)
