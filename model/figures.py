@@ -12,7 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -36,6 +36,17 @@ def _save(fig, path) -> str:
 def _integer_ticks(ax) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(nbins=7, integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(nbins=7, integer=True))
+
+
+def _labelled_log_ticks(axis) -> None:
+    """Plain-number labels (0.2, 0.5, 1, 2) on a log axis at 1, 2 and 5 per decade, or evenly spaced ones when fewer
+    than two of those fall within its range (a range narrower than a decade): never a single labelled tick."""
+    low, high = sorted(axis.get_view_interval())
+    steps = LogLocator(base=10, subs=(1.0, 2.0, 5.0))
+    inside = [t for t in steps.tick_values(low, high) if low <= t <= high]
+    axis.set_major_locator(steps if len(inside) >= 2 else MaxNLocator(nbins=5))
+    axis.set_major_formatter(FormatStrFormatter("%g"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def attention_heatmaps(model, kernel, batch, path, n: int = 3) -> str:
@@ -127,21 +138,27 @@ def generalization_grid(metrics_by_run: dict, path) -> str:
         if not bma_drawn:
             ax.plot(Ls, [rows[str(L)]["bma_parent_loss"] for L in Ls], "k--", label="BMA")
             bma_drawn = True
-    ax.set_xlabel("test examples L'")
-    ax.set_ylabel("parent-selection loss L_pa^{L'} (nats; ± 2 s.e.)")
+    ax.set_xlabel("test examples $L'$")
+    ax.set_ylabel(r"parent-selection loss $L_{\mathrm{pa}}^{L'}$ (nats; ± 2 s.e.)")
     ax.set_yscale("log")
-    _integer_ticks(ax)
+    tested = sorted({int(k) for m in metrics_by_run.values() for k in m["by_test_L"]})
+    if len(tested) <= 10:  # each tested L' labelled; the full tier's 30 would crowd: integer ticks instead
+        ax.set_xticks(tested, [str(L) for L in tested])
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=7, integer=True))
+    _labelled_log_ticks(ax.yaxis)
     ax.legend(fontsize=7, loc="upper right")
     labels = list(metrics_by_run)
     Ls = sorted(int(k) for k in metrics_by_run[labels[0]]["by_test_L"])
     gaps = np.array([[metrics_by_run[label]["by_test_L"][str(L)]["parent_loss"]
                       - metrics_by_run[label]["by_test_L"][str(L)]["bma_parent_loss"] for L in Ls] for label in labels])
     image = heat.imshow(gaps, aspect="auto", cmap="magma", vmin=0.0)
-    heat.set_xticks(range(len(Ls)), [str(L) for L in Ls], fontsize=7)
+    every = -(-len(Ls) // 10)  # at most 10 labelled columns: the full tier tests 30 L'
+    heat.set_xticks(range(0, len(Ls), every), [str(L) for L in Ls[::every]], fontsize=7)
     heat.set_yticks(range(len(labels)), labels, fontsize=7)
-    heat.set_xlabel("test examples L'")
-    heat.set_ylabel("training run (training L)")
-    fig.colorbar(image, ax=heat, label="L_pa^{L'} − BMA's (nats)")
+    heat.set_xlabel("test examples $L'$")
+    heat.set_ylabel("training run (training $L$)")
+    fig.colorbar(image, ax=heat, label=r"$L_{\mathrm{pa}}^{L'}$ − BMA's (nats)")
     fig.tight_layout()
     return _save(fig, path)
 

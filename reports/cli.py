@@ -434,8 +434,8 @@ def _print_kernel_results(results: dict, table: list[dict], *, rows: bool) -> No
     """Each kernel's facts, verdicts, worst cases and margins (its swept rows with ``rows``), then the batch table."""
     from bma_verify.reports.kernel_text import format_kernel_result, format_kernel_table
 
-    for name, result in results.items():
-        print(format_kernel_result(name, result, rows=rows))
+    for kernel_id, (name, result) in enumerate(results.items(), start=1):
+        print(format_kernel_result(name, result, rows=rows, kernel_id=kernel_id if len(results) > 1 else None))
         print()
     if len(results) > 1:
         print(format_kernel_table(table))

@@ -14,7 +14,7 @@ from pathlib import Path
 from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.registry import CLAIMS
 from bma_verify.reports.regression import REFERENCE_DIR
-from bma_verify.reports.render import BEYOND_TITLE, control_counts, verdict_label
+from bma_verify.reports.render import BEYOND_TITLE, control_counts, reading_outcomes, verdict_label
 
 DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "claims.md"
 README_PATH = DOCS_PATH.parent.parent / "README.md"
@@ -130,15 +130,42 @@ def render() -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Where the README's table links, from the repository root: the claim's statement and readings, and its section of
+#: the reference report (GitHub anchors: a heading's text, here the claim id itself).
+CLAIMS_LINK = "docs/claims.md#{id}"
+REPORT_LINK = "reports/reference/REPORT.md#{id}"
+
+
+def short_reason(reason: str) -> str:
+    """A verdict's reason in a few words: its head before the first colon or parenthesis, after the reading it is
+    about ('reading R3: count rule undecided: 0 of 3 ...' -> 'reading R3: count rule undecided')."""
+    reading, _, rest = reason.partition(": ") if reason.startswith("reading ") else ("", "", reason)
+    head = rest.split(": ")[0].split(" (")[0].split("; ")[0].strip()
+    return f"{reading}: {head}" if reading else head
+
+
+def short_reasons(claim: dict) -> str:
+    """What an inconclusive (or errored) verdict waits on, else how each reading came out, in a few words each."""
+    if claim["verdict"] in ("inconclusive", "error") and claim.get("reasons"):
+        reasons = claim["reasons"]
+    else:
+        reasons = reading_outcomes(claim)
+    return "; ".join(dict.fromkeys(short_reason(r) for r in reasons))
+
+
 def verdict_table(reference: dict) -> str:
-    """The README's table: per claim of the reference report, its verdict, findings and controls rejected."""
-    lines = ["| claim | verdict | findings (ours) | controls |", "|---|---|---|---|"]
+    """The README's table: per claim of the reference report, its verdict (linked to its section of REPORT.md), why
+    in a few words, its findings and the controls rejected; the claim links to its entry of docs/claims.md."""
+    lines = ["| claim | verdict | why | findings (ours) | controls |", "|---|---|---|---|---|"]
     for i, claim in enumerate(reference["claims"]):
         if claim.get("section") == "beyond" and (i == 0 or reference["claims"][i - 1].get("section") != "beyond"):
-            lines.append(f"| **{BEYOND_TITLE}** | | | |")
+            lines.append(f"| **{BEYOND_TITLE}** | | | | |")
         statuses = [f["status"] for f in claim["findings"]]
         findings = ", ".join(f"{statuses.count(s)} {s}" for s in ("holds", "refuted", "open") if s in statuses) or "—"
-        lines.append(f"| `{claim['id']}` | {verdict_label(claim)} | {findings} | {control_counts(claim)} |")
+        claim_link = f"[`{claim['id']}`]({CLAIMS_LINK.format(id=claim['id'])})"
+        verdict_link = f"[{verdict_label(claim, reasons=False)}]({REPORT_LINK.format(id=claim['id'])})"
+        lines.append(f"| {claim_link} | {verdict_link} | {short_reasons(claim) or '—'} | {findings} "
+                     f"| {control_counts(claim)} |")
     return "\n".join(lines)
 
 

@@ -1,11 +1,14 @@
 """The text of ``bma-verify check --kernel``: per kernel its facts and tie tolerances, then per claim the verdict, the
 method, the worst case and its margin (each with what it is and its units), and every swept row with ``--rows``.
 The results themselves come from :func:`reports.kernel_report.check_kernel_claims`; with many kernels a table of one
-line per kernel follows (:func:`format_kernel_table`, the printed part of ``kernels.csv``).
+line per kernel follows (:func:`format_kernel_table`, the printed part of ``kernels.csv``), whose ``id`` column
+numbers the kernels as their blocks above and the rows of ``kernels.csv`` do. Everything but ``--rows``' tables fits
+:data:`TABLE_WIDTH` columns.
 """
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 
 from bma_verify.numerics.claim_sweeps import MI_FLOOR, TIE_ATOL
@@ -79,29 +82,49 @@ def _row_lines(claim: str, r: dict, unit: str) -> list[str]:
     return []
 
 
-def format_kernel_result(name: str, result: dict, *, rows: bool = False) -> str:
+#: Width of the printed text and batch table: a terminal's, with room to spare.
+TABLE_WIDTH = 100
+
+
+#: A short bracketed expression ("I(x_h; x_pa)", "(tree, pair)") that a wrapped line keeps whole.
+_UNBROKEN = re.compile(r"[\w|]*\([^()]{1,22}\)")
+
+
+def _wrapped(line: str, width: int) -> list[str]:
+    """``line`` within ``width`` columns, its continuation lines indented four columns past its own indent; short
+    bracketed expressions are not split."""
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    kept = _UNBROKEN.sub(lambda m: m.group().replace(" ", "\0"), line)
+    return [part.replace("\0", " ") for part in textwrap.wrap(kept, width, subsequent_indent=indent,
+                                                                break_on_hyphens=False, break_long_words=False)]
+
+
+def format_kernel_result(name: str, result: dict, *, rows: bool = False, kernel_id: int | None = None,
+                         width: int = TABLE_WIDTH) -> str:
     """The human-readable output about one kernel: its facts, then per claim the verdict, method, worst case and
-    margin, and with ``rows`` every swept row."""
+    margin, each wrapped within ``width`` columns, and with ``rows`` every swept row (one line each, unwrapped).
+    ``kernel_id``: the kernel's number in a batch (the ``id`` of :func:`format_kernel_table`), shown beside its
+    name."""
     unit = result.get("units", "nats")
-    lines = _header_lines(name, result)
+    shown = name if kernel_id is None else f"{name} (id {kernel_id})"
+    lines = [wrapped for line in _header_lines(shown, result) for wrapped in _wrapped(line, width)]
     for claim, r in result["claims"].items():
-        lines += _claim_lines(claim, r)
+        lines += [wrapped for line in _claim_lines(claim, r) for wrapped in _wrapped(line, width)]
         if rows:
             lines += _row_lines(claim, r, unit)
     return "\n".join(lines)
 
 
-#: Width of the printed batch table: a terminal's, with room to spare.
-TABLE_WIDTH = 100
 #: Verdicts as the table shows them: a failure stands out.
 SHORT_VERDICTS = {"holds": "holds", "fails": "FAILS", "not applicable": "n/a"}
 #: The claims' columns of the table: (claim, its header, the number shown after its verdict, that number's header).
 TABLE_CLAIMS = (("lemma3-strict-dpi", "lemma3", "lemma3_max_ratio", "ratio"), ("lemma4-loglik-gap", "lemma4", None, ""),
                 ("thm2-consistency", "thm2", None, ""), ("thm3-init-gradient", "thm3", "thm3_margin_nats", "margin"),
                 ("thm1-construction", "thm1", None, ""))
-TABLE_NOTE = ("min π = ε; δ(π) = the Dobrushin coefficient; ratio = the largest I(x_h; x_h')/I(x_h; x_pa) (unit-free); "
-              "margin = E g(pa) − max other E g at the worst position (nats per unit score); n/a: not applicable (see "
-              "above). Every number, worst pair and gradient: --out (kernels.csv, kernels.json).")
+TABLE_NOTE = ("id = the kernel's block above and its row of kernels.csv; min π = ε; δ(π) = the Dobrushin "
+              "coefficient; ratio = the largest I(x_h; x_h')/I(x_h; x_pa) (unit-free); margin = E g(pa) − max other "
+              "E g at the worst position (nats per unit score); n/a: not applicable (see above). Every number, worst "
+              "pair and gradient: --out (kernels.csv, kernels.json).")
 
 
 def _number_text(value) -> str:
@@ -111,7 +134,8 @@ def _number_text(value) -> str:
 def _table_columns(table: list[dict]) -> list[tuple[str, list[str]]]:
     """(header, cells) of the printed columns: the kernel, its facts, and per claim of the table its verdict (and
     its one number for Lemma 3 and Theorem 3)."""
-    columns = [("kernel", [row["kernel"] for row in table]), ("d", [str(row["d"]) for row in table]),
+    columns = [("id", [str(i) for i in range(1, len(table) + 1)]), ("kernel", [row["kernel"] for row in table]),
+               ("d", [str(row["d"]) for row in table]),
                ("min π", [_number_text(row["eps"]) for row in table]),
                ("δ(π)", [_number_text(row["dobrushin"]) for row in table])]
     for claim, header, number, number_header in TABLE_CLAIMS:
@@ -122,16 +146,26 @@ def _table_columns(table: list[dict]) -> list[tuple[str, list[str]]]:
     return columns
 
 
+def _cut(name: str, width: int) -> str:
+    """``name`` within ``width`` characters: its middle replaced by … (the end often tells a batch's names apart)."""
+    if len(name) <= width:
+        return name
+    tail = (width - 1) // 2
+    return name[:width - 1 - tail] + "…" + name[len(name) - tail:]
+
+
 def format_kernel_table(table: list[dict], width: int = TABLE_WIDTH) -> str:
-    """The batch table of :func:`reports.kernel_report.table_row` rows, one line per kernel, within ``width``
-    columns: kernel names too long for it are cut (marked …), the note below is wrapped."""
+    """The batch table of :func:`reports.kernel_report.table_row` rows, one line per kernel numbered by its ``id``
+    (1, 2, … in the order of ``table``), within ``width`` columns: kernel names too long for it are cut in the
+    middle (marked …), the note below is wrapped."""
     columns = _table_columns(table)
     widths = [max(len(header), *(len(cell) for cell in cells)) for header, cells in columns]
-    widths[0] = max(len("kernel"), min(widths[0], width - sum(widths[1:]) - 2 * (len(widths) - 1)))
+    others = sum(widths) - widths[1] + 2 * (len(widths) - 1)
+    widths[1] = max(len("kernel"), min(widths[1], width - others))
 
     def line(cells: list[str]) -> str:
-        name = cells[0] if len(cells[0]) <= widths[0] else cells[0][:widths[0] - 1] + "…"
-        return "  ".join([f"{name:{widths[0]}s}"] + [f"{c:>{w}s}" for c, w in zip(cells[1:], widths[1:])])
+        return "  ".join([f"{cells[0]:>{widths[0]}s}", f"{_cut(cells[1], widths[1]):{widths[1]}s}"]
+                         + [f"{c:>{w}s}" for c, w in zip(cells[2:], widths[2:])])
 
     lines = [line([header for header, _ in columns])]
     lines += [line([cells[i] for _, cells in columns]) for i in range(len(table))]

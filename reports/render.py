@@ -103,12 +103,14 @@ def _starts_beyond(claims: list[dict], claim: dict) -> bool:
     return bool(beyond) and claim is beyond[0]
 
 
-def verdict_label(claim: dict) -> str:
+def verdict_label(claim: dict, reasons: bool = True) -> str:
     """The claim's verdict as the summary shows it.
 
     A failure that comes only from ``reproduction`` checks reads ``NOT REPRODUCED under …`` with the choices the
     paper leaves open: it is never a bare FAIL of the paper. A claim of ours that fails (verdict ``refuted``) reads
-    ``REFUTED (ours)`` (``NOT REPRODUCED (ours)`` for a reproduction). An inconclusive verdict carries its reason.
+    ``REFUTED (ours)`` (``NOT REPRODUCED (ours)`` for a reproduction). An inconclusive verdict carries its reason, and
+    a claim read several ways each reading's outcome, unless ``reasons`` is false (the README's table gives them
+    apart, shortened).
     """
     deciding = [c for c in claim["checks"] if c["reading"] != "stronger"]
     failing = [c for c in deciding if c["verdict"] == "fail"]
@@ -117,13 +119,21 @@ def verdict_label(claim: dict) -> str:
         label = REPRODUCTION_MARK["fail"] + (" (ours)" if claim["verdict"] == REFUTED else "")
     elif claim["verdict"] == "pass" and deciding and all(c["reading"] == "reproduction" for c in deciding):
         label = REPRODUCTION_MARK["pass"]
-    readings = [a for a in claim.get("assumptions", []) if a.startswith("reading ")]
-    if readings and claim["verdict"] in ("pass", "fail", REFUTED, "inconclusive"):
-        # "reading R1: <what it assumes>: <outcome>" -> "reading R1: <outcome>"; the details are in the section
-        label += " (" + "; ".join(f"{r.split(':')[0]}: {r.rsplit(': ', 1)[-1]}" for r in readings) + ")"
+    if not reasons:
+        return label
+    outcomes = reading_outcomes(claim)
+    if outcomes and claim["verdict"] in ("pass", "fail", REFUTED, "inconclusive"):
+        label += " (" + "; ".join(outcomes) + ")"
     if claim["verdict"] in ("inconclusive", "error") and claim.get("reasons"):
         label += " (" + "; ".join(claim["reasons"]) + ")"
     return label
+
+
+def reading_outcomes(claim: dict) -> list[str]:
+    """'reading R1: <outcome>' for each reading a claim is decided under (its assumptions 'reading R1: <what it
+    assumes>: <outcome>'); the details are in the claim's section."""
+    return [f"{a.split(':')[0]}: {a.rsplit(': ', 1)[-1]}" for a in claim.get("assumptions", [])
+            if a.startswith("reading ")]
 
 
 def check_label(check: dict, owner: str = "paper") -> str:

@@ -213,7 +213,8 @@ def test_one_kernel_prints_a_summary_and_its_rows_only_with_rows(tmp_path, capsy
             "--H", "40"]
     assert cli.main(args) == 0
     summary = capsys.readouterr().out
-    assert len(summary.splitlines()) < 25
+    assert len(summary.splitlines()) < 40  # a summary (wrapped within 100 columns), not a line per swept row
+    assert max(len(line) for line in summary.splitlines()) <= 100 and "(id " not in summary  # one kernel: no id
     assert summary.count("worst case at") == 2 and summary.count("  margin: ") == 2 and "(unit-free)" in summary
     assert "E g(pa) − max over h' ≠ pa of E g(h')" in summary  # thm3's margin is defined where it is printed
     assert cli.main(args + ["--rows"]) == 0
@@ -253,11 +254,17 @@ def test_a_batch_prints_a_table_within_100_columns_and_its_json_keeps_gradients_
     args = ["check", "--kernel", str(tmp_path / "many.npz"), "--trees", "1", "--H", "4"]
     assert cli.main(args) == 0
     lines = capsys.readouterr().out.splitlines()
-    table = lines[next(i for i, line in enumerate(lines) if line.split()[:2] == ["kernel", "d"]):]
-    assert max(len(line) for line in table) <= 100, table
-    assert table[0].split() == ["kernel", "d", "min", "π", "δ(π)", "lemma3", "ratio", "lemma4", "thm2", "thm3",
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)  # every kernel's text and the table
+    table = lines[next(i for i, line in enumerate(lines) if line.split()[:3] == ["id", "kernel", "d"]):]
+    assert table[0].split() == ["id", "kernel", "d", "min", "π", "δ(π)", "lemma3", "ratio", "lemma4", "thm2", "thm3",
                                 "margin", "thm1"]
-    assert table[3].split()[:2] == ["zero", "3"] and table[3].split()[4] == "n/a"  # lemma3 needs π ≥ ε > 0
+    assert table[3].split()[:3] == ["3", "zero", "3"] and table[3].split()[5] == "n/a"  # lemma3 needs π ≥ ε > 0
+    # the id numbers the kernels as their blocks above do; long names sharing a prefix stay told apart
+    for kernel_id, name in enumerate(kernels, start=1):
+        row = table[kernel_id].split()
+        assert row[0] == str(kernel_id)
+        assert any(line.startswith(f"kernel {name} (id {kernel_id}): ") for line in lines)
+        assert name == "zero" or (row[1].startswith("a_kernel") and row[1].endswith(f"_{kernel_id - 1}")), row
     assert cli.main(args + ["--json", "--out", str(tmp_path / "out")]) == 0
     rows = json.loads(capsys.readouterr().out)["table"]
     for row in rows:  # the gradients E g(h'), h' = 0..h−1, at Theorem 3's worst position: an array of numbers

@@ -180,6 +180,14 @@ def test_cost_grows_with_d_and_monte_carlo_samples_share_a_budget():
     assert lk.monte_carlo_samples(300, list(range(2, 1000))) == lk.MONTE_CARLO_SAMPLES[0]
 
 
+@pytest.mark.parametrize("stationary", [True, False])
+def test_a_d2000_kernel_at_the_default_sweep_is_within_the_limits(stationary):
+    # issue 42: Lemmas 3 and 4 were refused at d = 2000 (1.1e12 operations over MAX_OPERATIONS); through the lowest
+    # common ancestor the pairs cost O(d³) kernel powers, so the default sweep (20 trees, H = 6) is checked
+    cost = lk.check_cost(2000, 6, 20, pairs=True, stationary=stationary)
+    assert cost["operations"] <= lk.MAX_OPERATIONS and cost["bytes"] <= lk.MAX_BYTES, cost
+
+
 def _old_path(batch):
     old = lemma3_pairs_batch(batch["kernels"], batch["parents"], batch["inits"])
     terms = _lemma4_terms(batch["kernels"][:, None, None], old["joint_parent_child"], old["joint_candidate_child"],

@@ -11,11 +11,14 @@ rows, hand-made grids and per-seed outcomes counted by hand.
 """
 from __future__ import annotations
 
+from pathlib import Path
+from xml.etree import ElementTree
+
 import pytest
 
 import bma_verify.reports.checks.trained as trained
 import bma_verify.reports.claims.exp_fig5_generalization as fig5
-from bma_verify.model import analysis
+from bma_verify.model import analysis, figures
 from bma_verify.model.generalization import end_to_end_grid, held_out_batches, reader_grids
 from bma_verify.model.presets import FIG5_R2_PREFIX
 from bma_verify.reports.core import NOT_DISCRIMINATING, NOT_TESTABLE, CheckContext, settle
@@ -233,3 +236,36 @@ def test_two_training_L_values_cannot_decide(fig5_runs, monkeypatch):
     patch_runs(monkeypatch, {"fig5": {k: fig5_runs[k] for k in ("L1", "L3")}})
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
     assert outcome.verdict == "inconclusive" and outcome.reason.startswith("cannot decide: 2 training L values")
+
+
+
+def _svg_texts(svg: str, group: str) -> list[str]:
+    """The texts matplotlib drew in the SVG group ``group`` (it writes each text's source as a comment before it)."""
+    root = ElementTree.fromstring(svg, ElementTree.XMLParser(target=ElementTree.TreeBuilder(insert_comments=True)))
+    found = next(g for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("id") == group)
+    return [node.text.strip() for node in found.iter() if node.tag is ElementTree.Comment]
+
+
+@pytest.mark.parametrize("spread", [10.0, 1.2], ids=["over a decade", "within a decade"])
+def test_fig5_figure_labels_in_math_and_its_log_axis_has_several_tick_labels(spread, tmp_path):
+    # hand-made rows whose losses span a factor `spread`: BMA falls from 1 to 1/spread, the runs stay above it
+    def row(L, floor):
+        bma = spread ** (-TEST_L.index(L) / (len(TEST_L) - 1))
+        return {"parent_loss": max(bma, floor), "bma_parent_loss": bma, "parent_loss_se": 0.001}
+
+    metrics = {f"L{L}": {"by_test_L": {str(t): row(t, spread ** (-i / 3)) for t in TEST_L}}
+               for i, L in enumerate((1, 2, 3))}
+    svg = Path(figures.generalization_grid(metrics, tmp_path / "fig5.png")).with_suffix(".svg").read_text()
+    *ticks, label = _svg_texts(svg, "matplotlib.axis_2")  # the losses' axis: its tick labels, then its label
+    assert label.startswith("parent-selection loss $L_{") and "L_pa" not in svg
+    assert len([t for t in ticks if t.strip()]) >= 2, ticks
+
+
+def test_fig5_figure_labels_at_most_ten_test_L_of_the_full_tiers_thirty(tmp_path):
+    tested = range(1, 31)  # the full tier's test L'
+    metrics = {f"L{L}": {"by_test_L": {str(t): {"parent_loss": 1.0 + 0.1 * L, "bma_parent_loss": 1.0 / t}
+                                       for t in tested}} for L in (1, 2)}
+    svg = Path(figures.generalization_grid(metrics, tmp_path / "fig5.png")).with_suffix(".svg").read_text()
+    for axis in ("matplotlib.axis_1", "matplotlib.axis_3"):  # the curves' and the heat map's test L'
+        *ticks, label = _svg_texts(svg, axis)
+        assert label == "test examples $L'$" and 2 <= len([t for t in ticks if t.strip()]) <= 10, (axis, ticks)
