@@ -121,12 +121,19 @@ def _j_form_figure(ctx: CheckContext) -> str:
     return save_check_figure(fig, ctx, "thm3_init_gradient.png")
 
 
-def _j_form_outcome(violations: int, stored: list) -> str:
-    """'J(pa) is the strict largest in every non-tie case', or the violations with the stored instance's margins."""
+def _j_form_outcome(violations: int, swept: int, stored: list) -> str:
+    """'J(pa) is the strict largest in every non-tie case', or the violations: the violating stored instances first,
+    then what the sweep found, then the stored instances that hold."""
     if not violations:
         return "J(pa) is the strict largest in every non-tie case"
-    margins = ", ".join(f"μ₀ = {i['init']}, h = {i['h']}: {k['margin_approximate']:+.4f}" for i, k in stored)
-    return f"{violations} violations of J(pa) > J(h') (stored instances' margins: {margins})"
+    failing = [f"μ₀ = {i['init']}, h = {i['h']}: margin {k['margin_approximate']:+.4f}" for i, k in stored
+               if not k["holds"]]
+    holding = [f"μ₀ = {i['init']}, h = {i['h']}: {k['margin_approximate']:+.4f}" for i, k in stored if k["holds"]]
+    text = f"{violations} violation{'s' if violations > 1 else ''} of J(pa) > J(h')"
+    if failing:
+        text += f", on the stored instance{'s' if len(failing) > 1 else ''} {'; '.join(failing)}"
+    text += f"; the sweep found {swept}" if swept else "; the sweep found none"
+    return text + (f"; the other stored instances hold ({'; '.join(holding)})" if holding else "")
 
 
 def exact_check(ctx: CheckContext) -> CheckOutcome:
@@ -154,7 +161,10 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
         failing = [i for i, k in stored if not k["holds"]]
         instance = (result.worst["negative_margin/approximate"].instance if counts.get("violations/approximate", 0)
                     else failing[0] if failing else result.worst["chi2_identity_error"].instance)
-    figure = _j_form_figure(ctx)
+    figure = (_instance_figure(ctx, instance, {"approximate": "(1/h) J, pairwise joints",
+                                               "enumerated_approximate": "enumerated with P(x_h)"},
+                               "thm3_init_gradient.png") if verdict == "fail" and instance.get("init") is not None
+              else _j_form_figure(ctx))
     per_kind = {kind: {"positions": counts.get(f"{kind}/positions", 0),
                        "violations": counts.get(f"{kind}/violations/approximate", 0),
                        "ties": counts.get(f"{kind}/ties/approximate", 0)} for kind in INIT_KINDS}
@@ -169,7 +179,7 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
         threshold={"violations": 0, "|J(pa) − I_χ²|, |E − (1/h)J|": IDENTITY_ATOL},
         summary=f"J form ('≈', P(x_h) in place of π̄) on {counts.get('positions', 0)} (instance, μ₀, h) cases of the "
                 f"sweep, stationary and non-stationary μ₀, enumerated exactly, and on the {len(stored)} stored "
-                f"non-stationary instances: {_j_form_outcome(violations, stored)} "
+                f"non-stationary instances: {_j_form_outcome(violations, counts.get('violations/approximate', 0), stored)} "
                 f"({counts.get('ties/approximate', 0)} ties from zero-information kernels; smallest sweep margin "
                 f"{smallest:.2e}); |J(pa) − I_χ²| ≤ {identities['chi2']:.1e}, |E − (1/h)J| ≤ {identities['j']:.1e}. "
                 f"A shuffled parent label fails the same rule in {control_violations} of {control_cases} cases "
@@ -192,19 +202,23 @@ def _pibar_findings(result, stored: list) -> list[Finding]:
         if swept and not refuting:
             refuting = [result.worst[f"{kind}/negative_margin/exact"].instance]
         statement = f"the exact π̄ form of the expected init gradient has its largest entry at pa(h) under a {kind} μ₀"
-        stored_note = "; ".join(f"stored instance (chain, μ₀ = {i['init']}, h = {i['h']}): {k['summary']}"
-                                for i, k in stored if (i["init"] is None) == (kind == "stationary"))
-        evidence = f"{swept} violations in {cases} non-tie sweep cases" + (f"; {stored_note}" if stored_note else "")
+        mine = [(i, k) for i, k in stored if (i["init"] is None) == (kind == "stationary")]
+        violating = [f"violated on the stored instance (chain, μ₀ = {i['init']}, h = {i['h']}): {k['summary']}"
+                     for i, k in mine if not k["holds"]]
+        swept_note = (f"the sweep found {swept} violations in {cases} non-tie cases" if swept else
+                      f"the sweep's {cases} non-tie cases found none")
+        others = [f"the other stored instance (μ₀ = {i['init']}, h = {i['h']}, a J-form counterexample) holds here: "
+                  f"{k['summary']}" for i, k in mine if k["holds"]]
+        evidence = "; ".join(violating + [swept_note] + others)
         findings.append(Finding(statement, "refuted" if refuting else "holds",
                                 smallest_instance(refuting) if refuting else None, evidence))
     return findings
 
 
-def _pibar_figure(ctx: CheckContext, shown: dict) -> str:
-    """The instance the refuted finding is about: the stored counterexample, both μ₀."""
+def _instance_figure(ctx: CheckContext, shown: dict, forms: dict, filename: str) -> str:
+    """The instance a refuted statement is about, under its μ₀ (left) and under the stationary law (right)."""
     kernel, parents = np.array(shown["kernel"]), np.array(shown["parents"])
     fig, axes = new_figure(1, 2, figsize=(8, 3.2), sharey=True)
-    forms = {"exact": "exact (π̄)", "approximate": "(1/h) J"}
     for ax, (name, mu0) in zip(axes, ((f"μ₀ = {shown['init']}", np.array(shown["init"])),
                                       ("stationary μ₀", None))):
         _thm3_bars(ax, thm3_check_position(kernel, parents, shown["h"], mu0), forms, name)
@@ -212,7 +226,13 @@ def _pibar_figure(ctx: CheckContext, shown: dict) -> str:
         ax.set_ylabel("E[−∂ℓ/∂p̂_h']")
     axes[0].legend(fontsize=7)
     fig.tight_layout()
-    return save_check_figure(fig, ctx, "thm3_init_gradient_pibar.png")
+    return save_check_figure(fig, ctx, filename)
+
+
+def _pibar_figure(ctx: CheckContext, shown: dict) -> str:
+    """The instance the refuted finding is about: the stored counterexample, both μ₀."""
+    return _instance_figure(ctx, shown, {"exact": "exact (π̄)", "approximate": "(1/h) J"},
+                            "thm3_init_gradient_pibar.png")
 
 
 def _pibar_measured(result, stored: list) -> dict:

@@ -240,3 +240,17 @@ def test_the_condition_control_is_the_known_counterexample_and_is_rejected(stati
     control = stationary_outcome.control.measured["condition_on_counterexample"]
     assert control["instance"]["init"] == [0.4, 0.5, 0.1] and control["margin"] < 0
     assert not control["condition_met"] and control["widened_admits_violation"]
+
+
+def test_a_refuted_finding_and_a_failing_summary_show_the_violating_instance_first(quick_outcomes):
+    # reference: check_instance re-checks which stored instance violates each form (exact enumeration)
+    refuted = quick_outcomes["pibar_check"].findings[1]
+    violating = [i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3"
+                 and not check_instance(dict(i, form="exact"))["holds"]]
+    assert refuted.status == "refuted" and refuted.evidence.startswith(
+        f"violated on the stored instance (chain, μ₀ = {violating[0]['init']}")
+    assert "non-tie cases found none" in refuted.evidence  # where the sweep did not find one
+    summary = quick_outcomes["exact_check"].summary
+    j_violating = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3"
+                       and not check_instance(dict(i, form="approximate"))["holds"])
+    assert summary.index(f"μ₀ = {j_violating['init']}") < summary.index("the other stored instances hold")
