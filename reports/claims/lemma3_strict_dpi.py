@@ -292,7 +292,7 @@ def _alpha_findings(evidence: dict, worst: dict, pairs: int, ancestor_pairs: int
     ]
 
 
-def _alpha_holds_instead(findings: list[Finding], evidence: dict, ancestor_pairs: int) -> list[HoldsInstead]:
+def alpha_holds_instead(findings: list[Finding], evidence: dict, ancestor_pairs: int) -> list[HoldsInstead]:
     """Where δ(π) is refuted (ancestor pairs, non-stationary μ₀): α* holds instead (proved, steps checked) and the
     Doeblin bound 1 − d·min π is observed on ancestor pairs; written from the findings' and proof's values."""
     dobrushin, _, doeblin_ancestor, _, alpha_star = findings
@@ -418,7 +418,7 @@ def alpha_candidates_check(ctx: CheckContext) -> CheckOutcome:
         threshold={"candidates": "ratio ≤ α + rounding on every pair", "sdpi_violations": 0},
         summary=_alpha_summary(findings, evidence, pairs, ancestor_pairs, control),
         figures=[figure], findings=findings, control=control,
-        holds_instead=_alpha_holds_instead(findings, evidence, ancestor_pairs),
+        holds_instead=alpha_holds_instead(findings, evidence, ancestor_pairs),
         instance=refuted[0].instance if refuted else None,
         tables=[Table("candidate α", ["id", "candidate", "violations", "of which h' ancestor of pa",
                                       "mean ratio/α", "max (ratio − α)"], rows)],

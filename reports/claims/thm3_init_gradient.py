@@ -2,8 +2,9 @@
 
 Checks: the derivative at p̂ = 0 and J(pa) = I_χ² (symbolic); the J form by exact enumeration on the Theorem 3
 sweep (exact); the exact π̄ form, one finding per μ₀ (exact, stronger); what holds instead, the J form under a
-stationary μ₀ proved step by step (exact, stronger); the J form beyond enumeration (Monte Carlo); autograd through
-the real model against the closed form (model). Negative controls: P(x_h) replaced by the mean of π's rows
+stationary μ₀ proved step by step, its weaker sufficient condition and its boundary in TV(μ₀, μ) and depth
+(exact, stronger; the boundary: thm3_init_gradient_boundary); the J form beyond enumeration (Monte Carlo); autograd
+through the real model against the closed form (model). Negative controls: P(x_h) replaced by the mean of π's rows
 (symbolic), a shuffled parent label (exact, Monte Carlo), each proof step perturbed (stationary), the approximate
 form taken as exact (model).
 

@@ -187,4 +187,4 @@ def test_what_holds_instead_of_dobrushin_is_alpha_star_proved_and_doeblin_observ
 
 def test_no_repair_is_recorded_when_dobrushin_is_not_refuted():
     findings = [claim.Finding(f"f{i}", "holds") for i in range(5)]
-    assert claim._alpha_holds_instead(findings, {}, 0) == []
+    assert claim.alpha_holds_instead(findings, {}, 0) == []
