@@ -400,7 +400,8 @@ def _condition_evidence(evidence: dict) -> list[str]:
         f"the search's hardest instances ({boundary['hardest']['instances']}: every violation it found and the "
         f"sweep's smallest margin): {boundary['hardest']['cases']} cases meet it, "
         f"{boundary['hardest']['violations']} violations",
-        f"negative control, the known counterexample: its gap {control['pi_side_gap']:.3f} exceeds its allowance "
+        f"negative control, the known counterexample (TV(μ₀, μ) = {control['tv']:.3f}): its gap "
+        f"{control['pi_side_gap']:.3f} exceeds its allowance "
         f"{control['gap_allowance']:.3f} (condition not met, J(pa) − J(h') = {control['margin']:.4f}); the allowance "
         f"widened to {control['widened_allowance']:.3f} admits it: rejected",
     ]

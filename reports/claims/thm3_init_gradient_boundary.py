@@ -69,6 +69,7 @@ def _control() -> dict:
     return {"instance": {key: c[key] for key in ("kernel", "parents", "init", "h")},
             "candidate": int(chain["candidates"][k]), "margin": float(chain["margin"][k]),
             "pi_side_gap": float(chain["pi_side_gap"][k]), "gap_allowance": float(chain["gap_allowance"][k]),
+            "tv": tv_distance(c["init"], np.array(c["kernel"])),
             "condition_met": bool(condition_holds(chain)[k]), "widened_allowance": float(widened),
             "widened_admits_violation": bool(chain["pi_side_gap"][k] < widened and chain["margin"][k] <= 0)}
 
@@ -173,8 +174,3 @@ def boundary_figure(ctx: CheckContext, evidence: dict) -> str:
     fig.tight_layout()
     return save_check_figure(fig, ctx, "thm3_init_gradient_boundary.png")
 
-
-def counterexample_tv() -> float:
-    """TV(μ₀, μ) of the known J-form counterexample (far from μ: the search's cells find closer ones)."""
-    c = J_FORM_COUNTEREXAMPLE
-    return tv_distance(c["init"], np.array(c["kernel"]))
