@@ -232,6 +232,7 @@ def test_the_stationary_check_fails_when_the_sufficient_condition_misses_a_viola
         out = original(*args, **kwargs)
         return dict(out, condition_violations=1)  # a case meeting the condition with J(h') ≥ J(pa)
     monkeypatch.setattr(boundary, "depth_sweep", broken)
+    monkeypatch.setitem(boundary.BOUNDARY_SIZES, "quick", {"budget": 5, "depth_instances": 10})  # only the rule
     outcome = claim.stationary_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
     assert outcome.verdict == "fail" and outcome.holds_instead[0].status == "observed"
 
