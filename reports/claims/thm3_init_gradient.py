@@ -31,7 +31,7 @@ from bma_verify.reports.checks.trained import seeded_kernel
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.claims.thm3_init_gradient_boundary import (boundary_evidence, boundary_figure, boundary_holds,
                                                                    boundary_measured, boundary_sentence,
-                                                                   closest_violation)
+                                                                   boundary_tables, closest_violation)
 from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, HoldsInstead, Table, jsonable,
                                      new_figure)
 from bma_verify.reports.search import check_instance
@@ -477,6 +477,7 @@ def stationary_check(ctx: CheckContext) -> CheckOutcome:
                 f"Control: every perturbed step is rejected: {rejected}.",
         derivation=evidence["derivation"].latex_steps(), findings=_stationary_findings(evidence, verdict),
         holds_instead=_holds_instead(ctx, evidence, verdict, boundary_figure(ctx, evidence["boundary"])),
+        tables=boundary_tables(evidence["boundary"]),
         control=control, instance=None if verdict == "pass" else sweep["worst"],
         # exact float64 values of seeded instances; residuals and slacks are rounding (≤ 1e-15): abs 1e-13
         tolerances={"max_residual": {"abs": 1e-13}, "min_slack": {"rel": 1e-6, "abs": 1e-13},

@@ -15,7 +15,7 @@ import numpy as np
 
 from bma_verify.numerics.thm3_stationary import DEPTH_CAP, condition_holds, depth_sweep, proof_chain
 from bma_verify.reports.checks.numeric_common import save_check_figure
-from bma_verify.reports.core import CheckContext, new_figure
+from bma_verify.reports.core import CheckContext, Table, new_figure
 from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES, smallest_violating_tv, tv_distance
 
 #: Per tier: examples per search (each cell runs a few searches), and instances of the depth sweep.
@@ -137,6 +137,24 @@ def boundary_sentence(evidence: dict) -> str:
                  f"{depth['condition_cases']} sweep cases that meet it and on the {evidence['hardest']['cases']} cases "
                  f"of the {evidence['hardest']['instances']} hardest instances (no J(h') ≥ J(pa) among them)")
     return "; ".join(parts) + "."
+
+
+def boundary_tables(evidence: dict) -> list[Table]:
+    """The search's cells (smallest violating TV per form, d, d·min π) and the depth sweep by depth."""
+    cells = Table("boundary: smallest TV(μ₀, μ) at which the search finds a violation (None: none found)",
+                  ["form", "d", "d·min π", "smallest TV", "searches", "examples"],
+                  [[FORMS[c["form"]], c["d"], c["d_min_pi"], c["smallest_tv"], c["searches"], c["examples"]]
+                   for c in evidence["cells"]])
+    depth = evidence["depth"]
+    rows = []
+    for k in range(DEPTH_CAP + 1):
+        pa, cand = depth["by_parent_depth"][k], depth["by_candidate_depth"][k]
+        rows.append([f"≥ {k}" if k == DEPTH_CAP else str(k), pa["cases"], pa["violations"], pa["smallest_margin"],
+                     cand["cases"], cand["violations"], cand["smallest_margin"]])
+    by_depth = Table("boundary: the J form under Dirichlet(0.3) μ₀ by depth (margin J(pa) − J(h'))",
+                     ["depth", "pa(h) there: cases", "violations", "smallest margin", "h' there: cases",
+                      "violations", "smallest margin"], rows)
+    return [cells, by_depth]
 
 
 def boundary_figure(ctx: CheckContext, evidence: dict) -> str:
