@@ -445,14 +445,16 @@ def stationary_check(ctx: CheckContext) -> CheckOutcome:
 
     Control: each step perturbed (the π side under the parent's law in place of the candidate's, symbolically;
     Cauchy–Schwarz and the SDPI bound ×0.95, η in place of √η, the identity with π's stationary law under a
-    Dirichlet μ₀, the singular-pair equation under a Dirichlet μ₀), judged by the same rule.
+    Dirichlet μ₀, the singular-pair equation under a Dirichlet μ₀), judged by the same rule; the weaker sufficient
+    condition with its allowance widened to admit the known J-form counterexample (which violates J(pa) > J(h')).
     """
     evidence = _stationary_evidence(ctx)
     verdict, rejected = _stationary_decision(evidence)
     sweep, verification = evidence["sweep"], evidence["verification"]
     control = Control("each proof step perturbed: π side under the parent's law (symbolic), Cauchy–Schwarz and SDPI "
                       "bounds ×0.95, η for √η, the identity with π's stationary law and the singular-pair equation "
-                      "under a Dirichlet μ₀",
+                      "under a Dirichlet μ₀; the sufficient condition's allowance widened to admit the known "
+                      "J-form counterexample",
                       {"symbolic_identities_hold": evidence["control_derivation"].identities_hold,
                        "symbolic_errors_over_tolerance": evidence["control_verification"].errors_over_tolerance,
                        "min_slacks": sweep["min_control_slack"], "identity": sweep["control_identity"],
