@@ -25,10 +25,11 @@ from __future__ import annotations
 import numpy as np
 
 from bma_verify.numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_rng
+from bma_verify.numerics.claim_sweeps import TIE_ATOL
 from bma_verify.numerics.contraction import chi2_contraction
 from bma_verify.numerics.gradient import chi2_gain
-from bma_verify.numerics.information import chi2_mutual_information, pairwise_joint
-from bma_verify.numerics.task import random_tree_instance, stationary_distribution
+from bma_verify.numerics.information import chi2_mutual_information, depths, pairwise_joint
+from bma_verify.numerics.task import random_kernel, random_parents, random_tree_instance, stationary_distribution
 
 #: The fields of :func:`proof_chain` that are slacks of an inequality (must be ≥ 0) and the residuals of an
 #: equality that the proof needs (must be 0 under a stationary μ₀).
@@ -237,3 +238,99 @@ def _control_summary(per_instance: list[float], tolerance: float) -> dict:
     """The largest residual of an equality's control and on how many instances it exceeds ``tolerance``."""
     values = np.array(per_instance)
     return {"max": float(values.max()), "rejected_instances": int((values > tolerance).sum())}
+
+
+#: Ranges of :func:`depth_sweep`: d, H, d·min π and the Dirichlet concentration of π's rows (both log-uniform:
+#: sparse rows, where the J form fails) and that of μ₀ (small: μ₀ near a point mass, far from μ).
+DEPTH_RANGES = {"d": (2, 4), "H": (3, 7), "eps_times_d": (0.0003, 0.3), "kernel_alpha": (0.03, 0.5),
+                "init_alpha": 0.3}
+#: Depths of the tree at or beyond this one are pooled in :func:`depth_sweep`'s tables.
+DEPTH_CAP = 3
+
+
+def _depth_rows() -> dict:
+    return {depth: {"cases": 0, "violations": 0, "smallest_margin": np.inf} for depth in range(DEPTH_CAP + 1)}
+
+
+def _offer_depth(rows: dict, depth: int, margins: np.ndarray) -> None:
+    row = rows[min(depth, DEPTH_CAP)]
+    row["cases"] += margins.size
+    row["violations"] += int((margins <= 0).sum())
+    row["smallest_margin"] = min(row["smallest_margin"], float(margins.min()))
+
+
+def depth_sweep(rng, n_instances: int, *, ranges: dict = DEPTH_RANGES) -> dict:
+    """The J form and the weaker sufficient condition under non-stationary μ₀, by the depth of pa(h) and of h'
+    (``thm3-init-gradient``, the boundary of "what holds instead": positions far from the root mix towards μ).
+
+    Parameters
+    ----------
+    rng : numpy Generator.
+    n_instances : random (sparse kernel with π ≥ ε > 0, chain or random recursive tree, Dirichlet μ₀) instances;
+        every h ≥ 2 and every candidate h' ≠ pa(h) is a case.
+    ranges : :data:`DEPTH_RANGES`.
+
+    Returns
+    -------
+    dict: ``instances``, ``cases`` (ties and uninformative parents, |J(pa) − J(h')| or J(pa) at most TIE_ATOL, left
+    out and counted as ``ties``), ``violations`` (J(h') > J(pa)); ``by_parent_depth`` and ``by_candidate_depth``
+    ({depth: {cases, violations, smallest_margin}}, depths ≥ DEPTH_CAP pooled under DEPTH_CAP);
+    ``condition_cases`` (π-side gap below J(pa)(1 − η)/η), ``condition_violations`` (margin ≤ 0 among those),
+    ``condition_smallest_margin``; ``tv`` (TV(μ₀, μ) per instance, for the figure); ``hardest`` (the case with the
+    smallest margin: kernel, parents, init, h, candidate, margin, pi_side_gap, gap_allowance).
+    """
+    rng = check_rng(rng)
+    n_instances = check_positive_int(n_instances, "n_instances")
+    by_parent, by_candidate = _depth_rows(), _depth_rows()
+    summary = {"cases": 0, "ties": 0, "violations": 0, "condition_cases": 0, "condition_violations": 0,
+               "condition_smallest_margin": np.inf}
+    tv, hardest = [], None
+    for _ in range(n_instances):
+        kernel, parents, init = _depth_instance(rng, ranges)
+        depth = depths(parents)
+        tv.append(0.5 * float(np.abs(init - stationary_distribution(kernel)).sum()))
+        for h in range(2, len(parents)):
+            chain = proof_chain(kernel, parents, h, init)
+            # a tie, or a parent that carries no information about x_h (J(pa) = 0): rounding, not a violation
+            decided = (np.abs(chain["margin"]) > TIE_ATOL) & (chain["J_parent"] > TIE_ATOL)
+            summary["ties"] += int((~decided).sum())
+            if not decided.any():
+                continue
+            margin = chain["margin"][decided]
+            _offer_depth(by_parent, int(depth[chain["parent"]]), margin)
+            for candidate, value in zip(chain["candidates"][decided], margin):
+                _offer_depth(by_candidate, int(depth[candidate]), np.array([value]))
+            met = condition_holds(chain)[decided]
+            summary["cases"] += margin.size
+            summary["violations"] += int((margin <= 0).sum())
+            summary["condition_cases"] += int(met.sum())
+            summary["condition_violations"] += int((met & (margin <= 0)).sum())
+            if met.any():
+                summary["condition_smallest_margin"] = min(summary["condition_smallest_margin"],
+                                                           float(margin[met].min()))
+            k = int(np.flatnonzero(decided)[np.argmin(margin)])
+            if hardest is None or chain["margin"][k] < hardest["margin"]:
+                hardest = {"kernel": kernel.tolist(), "parents": parents.tolist(), "init": init.tolist(), "h": h,
+                           "candidate": int(chain["candidates"][k]), "margin": float(chain["margin"][k]),
+                           "pi_side_gap": float(chain["pi_side_gap"][k]),
+                           "gap_allowance": float(chain["gap_allowance"][k])}
+    return {"instances": n_instances, **summary, "by_parent_depth": by_parent, "by_candidate_depth": by_candidate,
+            "tv": tv, "hardest": hardest}
+
+
+def _depth_instance(rng: np.random.Generator, ranges: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One instance of :func:`depth_sweep`: a chain half the time (every earlier position an ancestor)."""
+    d = int(rng.integers(ranges["d"][0], ranges["d"][1] + 1))
+    H = int(rng.integers(ranges["H"][0], ranges["H"][1] + 1))
+    alpha = float(np.exp(rng.uniform(*np.log(ranges["kernel_alpha"]))))
+    eps_times_d = float(np.exp(rng.uniform(*np.log(ranges["eps_times_d"]))))
+    kernel = random_kernel(d, alpha=alpha, eps=eps_times_d / d, rng=rng)
+    parents = np.arange(-1, H - 1) if rng.random() < 0.5 else random_parents(H, rng=rng)
+    init = rng.dirichlet(np.full(d, ranges["init_alpha"]))
+    return kernel, parents, 0.999 * init + 0.001 / d  # full support: every law the proof chain accepts
+
+
+def condition_holds(chain: dict) -> np.ndarray:
+    """The weaker sufficient condition of the J form, per candidate of a :func:`proof_chain`: π-side gap below
+    J(pa)(1 − η)/η (then J(h') < J(pa), whatever μ₀)."""
+    return chain["pi_side_gap"] < chain["gap_allowance"]

@@ -81,7 +81,7 @@ def _error_record(check: Check, seconds: float, error: str) -> dict:
             "verdict": "error", "check_verdict": None, "reason": f"the check raised: {error}",
             "seconds": round(seconds, 3), "summary": f"the check raised an error, so it verified nothing: {error}",
             "control": None, "positive_control": None, "converged": None, "seeds": None, "assumptions": [],
-            "findings": [], "derivation": [],
+            "findings": [], "holds_instead": [], "derivation": [],
             "tables": [], "figures": [], "instance": None, "tolerances": {}, "error": error}
 
 
@@ -103,7 +103,7 @@ def _record(check: Check, outcome: CheckOutcome | None, seconds: float, error: s
         "control": None if outcome.control is None else outcome.control.as_dict(),
         "positive_control": None if outcome.positive_control is None else outcome.positive_control.as_dict(),
         "converged": outcome.converged, "seeds": jsonable(outcome.seeds), "assumptions": list(outcome.assumptions),
-        "findings": findings,
+        "findings": findings, "holds_instead": [repair.as_dict() for repair in outcome.holds_instead],
         "derivation": [list(step) for step in outcome.derivation],
         "tables": [{"title": t.title, "columns": t.columns, "rows": jsonable(t.rows)} for t in outcome.tables],
         "figures": list(outcome.figures), "instance": jsonable(outcome.instance),

@@ -136,6 +136,10 @@ def _search_parser(sub) -> None:
                              "one, near point masses included)" + DEFAULT)
     search.add_argument("--form", choices=("exact", "approximate"), default="exact",
                         help="thm3: the exact π̄ form or the approximate J (marginal) form" + DEFAULT)
+    search.add_argument("--states", type=int, help="thm3: a fixed number of states d (2..4)")
+    search.add_argument("--min-pi", type=float, help="thm3: every kernel entry at least this (min π)")
+    search.add_argument("--max-tv", type=float,
+                        help="thm3: only μ₀ within this total-variation distance of the kernel's stationary law")
     search.add_argument("--out", metavar="FILE", help="write the counterexample instance (JSON) here")
     search.add_argument("--json", action="store_true",
                         help="print only the full result as JSON on stdout (every message goes to stderr)")
@@ -537,7 +541,8 @@ def _search(args) -> int:
     from bma_verify.reports.search import run_search
 
     result = run_search(args.target, budget=args.budget, seed=args.seed, alpha=_alpha_arg(args.alpha),
-                        init=args.init, form=args.form)
+                        init=args.init, form=args.form, states=args.states, min_pi=args.min_pi,
+                        max_tv=args.max_tv)
     messages = [result.get("message", "")]
     if args.out and result.get("instance") is not None:
         write_text_atomic(Path(args.out), json.dumps(result["instance"], indent=2) + "\n", overwrite=False)

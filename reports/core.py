@@ -128,6 +128,37 @@ class Finding:
                 "evidence": self.evidence}
 
 
+#: How a repaired statement ("what holds instead") stands: proved (each step of the argument checked) or observed.
+REPAIR_STATUSES = ("proved", "observed")
+
+
+@dataclass
+class HoldsInstead:
+    """What holds instead of a statement that fails (SPEC §4.1): the nearest repaired statement and its evidence.
+
+    ``replaces``: the failing statement (the paper's, or a finding of ours that is refuted); ``statement``: the
+    repair; ``status``: ``proved`` (the argument's steps checked) or ``observed`` (on the instances named only);
+    ``evidence``: one sentence per kind of evidence (proof steps, sweep, search), written from measured values;
+    ``boundary``: how far from its hypothesis it still holds (a sentence; empty when not measured); ``figures``:
+    PNG names of the boundary's figures.
+    """
+
+    replaces: str
+    statement: str
+    status: str
+    evidence: list[str] = field(default_factory=list)
+    boundary: str = ""
+    figures: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.status not in REPAIR_STATUSES:
+            raise ValueError(f"status must be one of {REPAIR_STATUSES}, got {self.status!r}")
+
+    def as_dict(self) -> dict:
+        return {"replaces": self.replaces, "statement": self.statement, "status": self.status,
+                "evidence": list(self.evidence), "boundary": self.boundary, "figures": list(self.figures)}
+
+
 @dataclass
 class Table:
     """A table of measured values: ``rows`` are lists aligned with ``columns``."""
@@ -171,6 +202,9 @@ class CheckOutcome:
         A trained reproduction's seeds, statuses, counts, count rule, per-metric median and range (seeds_record).
     assumptions : list of str
         The choices the paper leaves open that the verdict rests on (e.g. "reading R1: offsets beyond L clipped").
+    holds_instead : list of HoldsInstead
+        Where a statement fails (the paper's, or a finding of ours), what holds instead; the report ends the claim's
+        section with them.
     """
 
     verdict: str
@@ -189,6 +223,7 @@ class CheckOutcome:
     converged: dict | None = None
     assumptions: list[str] = field(default_factory=list)
     seeds: dict | None = None
+    holds_instead: list[HoldsInstead] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

@@ -15,6 +15,8 @@ What each claim reads, as stated by the paper (the verdict), and the sharper rea
 - ``thm2-consistency``: per pair, the gap Δ and the L that makes Hoeffding's bound exp(−LΔ²/(2 log²(1/ε))) ≤ 0.05.
   (The bound is a theorem; what depends on the kernel is Δ > 0, which is Lemma 4's.)
 - ``thm3-init-gradient``: the J (χ²-MI) form puts the largest expected gradient on pa(h). Finding: the exact π̄ form.
+  Where the J form fails (a non-stationary ``--init``), ``holds_instead``: the repaired statement, the J form under
+  the kernel's own stationary law (proved when π > 0), checked on the same trees, with its smallest margin.
 - ``thm1-construction``: the constructed model's A^(2) equals the BMA posterior at β = 40 on contexts drawn from π.
 
 Methods (``numerics.large_kernels``): Lemmas 3–4, Theorem 2 and Theorem 3's J form are exact at any d; the exact π̄
@@ -35,9 +37,10 @@ import numpy as np
 from bma_verify.numerics import doeblin_bound, random_parents, sample_task, stationary_distribution
 from bma_verify.numerics._validate import check_init, check_kernel, check_parents
 from bma_verify.numerics.claim_sweeps import MI_FLOOR, TIE_ATOL, VIOLATION_RTOL
+from bma_verify.numerics.init_gradient_sweep import argmax_status
 from bma_verify.numerics.large_kernels import (MAX_BYTES, MAX_OPERATIONS, MONTE_CARLO_Z, check_cost,
-                                               dobrushin_coefficient_blocked, kernel_powers, powers_needed,
-                                               thm3_position_rows, tree_pair_table)
+                                               dobrushin_coefficient_blocked, j_form_gradients, kernel_powers,
+                                               powers_needed, thm3_position_rows, tree_pair_table)
 from bma_verify.reports.catalog import KERNEL_CLAIMS  # the claims about a kernel, named without this module
 from bma_verify.reports.io import write_text_atomic
 from bma_verify.reports.search import replayable_kernel_findings
@@ -209,7 +212,35 @@ def _thm3_result(kernel, facts: dict, swept, laws, rng, init) -> dict:
     out["findings"].append({"statement": "the exact π̄ form also puts the largest gradient on pa(h)",
                             "status": "refuted" if violations else ("undecided" if undecided else "holds"),
                             "instance": violations[0] if violations else None})
+    if out["verdict"] == "fails":
+        out["holds_instead"] = _thm3_repair(kernel, facts, swept)
     return out
+
+
+#: The repaired statement of Theorem 3 that ``check --kernel`` checks where the J form fails on a user's kernel.
+THM3_REPAIR = ("the J form under this kernel's stationary law (μ₀ = μ): J(pa) > J(h') for every h' ≠ pa(h) "
+               "(thm3-init-gradient, what holds instead; proved when π > 0)")
+
+
+def _thm3_repair(kernel, facts: dict, swept) -> dict:
+    """The J form under the kernel's stationary law on the same trees: holds or fails, with its smallest margin."""
+    laws = kernel_powers(kernel, powers_needed(swept, j_form=True), np.asarray(facts["stationary"]), stationary=True)
+    cache, rows = {}, []
+    for t, parents in enumerate(swept):
+        for h in range(2, len(parents)):
+            status, margin = argmax_status(j_form_gradients(kernel, parents, h, laws=laws, cache=cache),
+                                           int(parents[h]))
+            rows.append({"tree": t, "h": h, "parent": int(parents[h]), "status": status, "margin": margin})
+    decided = [r for r in rows if r["status"] != "tie"]
+    low = min(decided, key=lambda r: r["margin"]) if decided else None
+    return {"statement": THM3_REPAIR, "proved": facts["eps"] > 0,
+            "verdict": _verdict(all(r["status"] == "holds" for r in decided) if decided else None),
+            "positions": len(rows), "ties": len(rows) - len(decided),
+            "violations": sum(r["status"] == "violation" for r in rows),
+            "worst": None if low is None else {
+                "where": {k: low[k] for k in ("tree", "h", "parent")}, "margin": low["margin"],
+                "margin_is": "E g(pa) − max over h' ≠ pa of E g(h') under the stationary law",
+                "margin_units": "nats per unit score"}}
 
 
 def _thm1_result(kernel, facts: dict, rng) -> dict:

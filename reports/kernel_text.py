@@ -61,6 +61,14 @@ def _claim_lines(claim: str, r: dict) -> list[str]:
         lines.append(f"  {r['positions']} (tree, position) cases, {r['ties']} ties, {r['J_form_violations']} J-form "
                      "violations")
     lines += [f"  finding (ours): {x['statement']}: {x['status']}" for x in r.get("findings", [])]
+    repair = r.get("holds_instead")
+    if repair:
+        lines.append(f"  what holds instead: {repair['statement']}: {repair['verdict']}")
+        if repair["worst"]:
+            worst = repair["worst"]
+            lines.append(f"    smallest margin at {where_text(worst['where'])}: {worst['margin_is']} = "
+                         f"{worst['margin']:.4g} ({worst['margin_units']}); {repair['positions']} positions, "
+                         f"{repair['ties']} ties, {repair['violations']} violations")
     return lines
 
 

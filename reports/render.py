@@ -277,6 +277,31 @@ def _is_finding(check: dict) -> bool:
     return check["reading"] == "stronger" and check["verdict"] != "error"
 
 
+#: The heading of the subsection that ends a claim's section where one of its statements fails (SPEC §4.1).
+HOLDS_INSTEAD_TITLE = "What holds instead"
+
+
+def holds_instead(claim: dict) -> list[dict]:
+    """The repaired statements recorded by the claim's checks (``holds_instead``), in check order; a citing check's
+    are shown where it ran, and a results.json written before the key existed has none."""
+    return [repair for check in claim["checks"] if not check.get("cites")
+            for repair in check.get("holds_instead") or []]
+
+
+def _markdown_holds_instead(repairs: list[dict]) -> list[str]:
+    md = prose_markdown
+    lines = ["", f"### {HOLDS_INSTEAD_TITLE}"]
+    for repair in repairs:
+        lines += ["", f"**Instead of:** {md(repair['replaces'])}", "",
+                  f"**Holds ({repair['status']}):** {md(repair['statement'])}"]
+        if repair["evidence"]:
+            lines += ["", "Evidence:", ""] + [f"- {md(sentence)}" for sentence in repair["evidence"]]
+        if repair["boundary"]:
+            lines += ["", f"Boundary: {md(repair['boundary'])}"]
+        lines += [line for fig in repair["figures"] for line in ("", f"![{fig}](figures/{fig})")]
+    return lines
+
+
 def _markdown_claim(claim: dict) -> list[str]:
     md = prose_markdown
     lines = ["", f"## {claim['id']}", "", f"**Verdict: {md(verdict_label(claim))}**", "",
@@ -294,7 +319,8 @@ def _markdown_claim(claim: dict) -> list[str]:
                   f"{md(check['summary'])}"]
         if not check.get("cites"):  # a citing check's evidence is shown where it ran
             lines += _markdown_evidence(check)
-    return lines
+    repairs = holds_instead(claim)
+    return lines + (_markdown_holds_instead(repairs) if repairs else [])
 
 
 def render_markdown(results: dict) -> str:
@@ -412,6 +438,21 @@ def _html_table(columns: list, rows: list) -> str:
             "".join("<tr>" + "".join(f"<td>{h(_fmt(v))}</td>" for v in row) + "</tr>" for row in rows) + "</table>")
 
 
+def _html_holds_instead(repairs: list[dict], claim_id: str, figures_dir) -> list[str]:
+    h = prose_html
+    parts = [f"<h3 id='{_anchor(claim_id, 'holds-instead')}'>{html.escape(HOLDS_INSTEAD_TITLE)}</h3>"]
+    for repair in repairs:
+        parts += [f"<p><b>Instead of:</b> {h(repair['replaces'])}</p>",
+                  f"<p><b>Holds ({html.escape(repair['status'])}):</b> {h(repair['statement'])}</p>"]
+        if repair["evidence"]:
+            parts.append("<p>Evidence:</p><ul>" + "".join(f"<li>{h(sentence)}</li>" for sentence in repair["evidence"])
+                         + "</ul>")
+        if repair["boundary"]:
+            parts.append(f"<p>Boundary: {h(repair['boundary'])}</p>")
+        parts += [_embedded_image(figures_dir, fig) for fig in repair["figures"]]
+    return parts
+
+
 def _html_claim(claim: dict, figures_dir) -> list[str]:
     e, h = html.escape, prose_html
     parts = [f"<h2 id='{_anchor(claim['id'])}'>{e(claim['id'])} — <span class='{claim['verdict']}'>"
@@ -433,7 +474,8 @@ def _html_claim(claim: dict, figures_dir) -> list[str]:
                   f"{check['seconds']:.2f} s. {h(check['summary'])}</p>"]
         if not check.get("cites"):  # a citing check's evidence is shown where it ran
             parts += _html_evidence(check, figures_dir)
-    return parts
+    repairs = holds_instead(claim)
+    return parts + (_html_holds_instead(repairs, claim["id"], figures_dir) if repairs else [])
 
 
 def render_html(results: dict, figures_dir=None) -> str:

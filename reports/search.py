@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from bma_verify.numerics.dpi_sweep import LEMMA3_CANDIDATES, lemma3_check_pair, 
 from bma_verify.numerics._validate import check_positive_int
 from bma_verify.numerics.enumeration import MAX_SEQUENCES
 from bma_verify.numerics.init_gradient_sweep import argmax_status, thm3_check_position
+from bma_verify.numerics.task import stationary_distribution
 from bma_verify.numerics.large_kernels import (MONTE_CARLO_SAMPLES, MONTE_CARLO_Z, exact_form_decision,
                                                exact_form_gradients, j_form_gradients)
 
@@ -100,10 +102,28 @@ def _lemma3_worst_pair(kernel, parents, init, alpha) -> dict | None:
 
 
 INIT_MODES = ("any", "stationary", "full-support")
+
+
+class SearchSpace(NamedTuple):
+    """Where a search draws its instances: the μ₀ mode (:data:`INIT_MODES`), and optionally a fixed number of
+    states, a floor on every kernel entry (min π) and a largest total-variation distance TV(μ₀, μ) of μ₀ from the
+    kernel's stationary law μ (the boundary of Theorem 3's repaired statement: a drawn μ₀ is moved towards μ
+    until it lies within ``max_tv``)."""
+
+    init: str = "any"
+    states: int | None = None
+    min_pi: float | None = None
+    max_tv: float | None = None
+
+    @property
+    def kernel_floor(self) -> float:
+        return KERNEL_FLOOR if self.min_pi is None else self.min_pi
 #: Smallest mass of every state of μ₀ in the "full-support" mode.
 FULL_SUPPORT_MASS = 0.02
 #: The drawn instances: d states and H positions (Theorem 3 enumerates d^(h+1) sequences, so d^H is capped).
 SEARCH_SIZES = {"lemma3": {"d": (2, 4), "H": (3, 7)}, "thm3": {"d": (2, 3), "H": (3, 6), "max_sequences": 4096}}
+#: The fixed numbers of states a Theorem 3 search may ask for (d^H stays capped by max_sequences).
+STATES_RANGE = (2, 4)
 #: Every drawn kernel entry is at least this: the hypothesis π > 0 of the lemma, with near-deterministic rows,
 #: where the counterexamples live.
 KERNEL_FLOOR = 1e-4
@@ -129,23 +149,39 @@ def _draw_init(rng: np.random.Generator, d: int, mode: str):
     return _floored(rng.dirichlet(np.full(d, 0.3)), floor)  # concentration 0.3: often near a point mass
 
 
-def _draw_instance(rng: np.random.Generator, target: str, mode: str) -> tuple:
+def tv_distance(init, kernel) -> float:
+    """TV(μ₀, μ) = ½ Σ |μ₀ − μ|, μ the stationary law of ``kernel`` (``init`` None: μ₀ = μ, distance 0)."""
+    if init is None:
+        return 0.0
+    return 0.5 * float(np.abs(np.asarray(init) - stationary_distribution(kernel)).sum())
+
+
+def _within_tv(init, kernel, max_tv: float | None):
+    """``init`` moved along the segment towards the stationary law μ until TV(μ₀, μ) ≤ ``max_tv``."""
+    if init is None or max_tv is None:
+        return init
+    mu = stationary_distribution(kernel)
+    distance = 0.5 * float(np.abs(init - mu).sum())
+    return init if distance <= max_tv else mu + (max_tv / distance) * (init - mu)
+
+
+def _draw_instance(rng: np.random.Generator, target: str, space: SearchSpace) -> tuple:
     """One (kernel, parents, init): peaked Dirichlet rows, a chain (ancestor pairs) or a random recursive tree."""
     sizes = SEARCH_SIZES[target]
-    d = int(rng.integers(sizes["d"][0], sizes["d"][1] + 1))
+    d = space.states or int(rng.integers(sizes["d"][0], sizes["d"][1] + 1))
     H = int(rng.integers(sizes["H"][0], sizes["H"][1] + 1))
     while d**H > sizes.get("max_sequences", math.inf):
         H -= 1
     concentration = float(np.exp(rng.uniform(math.log(0.05), math.log(2.0))))
-    kernel = _floored(rng.dirichlet(np.full(d, concentration), size=d), KERNEL_FLOOR)
+    kernel = _floored(rng.dirichlet(np.full(d, concentration), size=d), space.kernel_floor)
     if rng.random() < 0.5:
         parents = np.arange(-1, H - 1)
     else:
         parents = np.concatenate([[-1], rng.integers(0, np.arange(1, H))])
-    return kernel, parents, _draw_init(rng, d, mode)
+    return kernel, parents, _within_tv(_draw_init(rng, d, space.init), kernel, space.max_tv)
 
 
-def _perturbed(rng: np.random.Generator, instance: tuple, mode: str) -> tuple:
+def _perturbed(rng: np.random.Generator, instance: tuple, space: SearchSpace) -> tuple:
     """The instance with its kernel (and a drawn μ₀) moved by log-normal noise of a random scale; same tree."""
     kernel, parents, init = instance
     scale = 10.0 ** rng.uniform(-2.0, 0.0)
@@ -155,9 +191,10 @@ def _perturbed(rng: np.random.Generator, instance: tuple, mode: str) -> tuple:
         q = np.exp(logits - logits.max(axis=-1, keepdims=True))
         return _floored(q / q.sum(axis=-1, keepdims=True), floor)
 
-    kernel = move(kernel, KERNEL_FLOOR)
+    kernel = move(kernel, space.kernel_floor)
     if init is not None:
-        init = move(init, FULL_SUPPORT_MASS if mode == "full-support" else INIT_FLOOR)
+        init = _within_tv(move(init, FULL_SUPPORT_MASS if space.init == "full-support" else INIT_FLOOR), kernel,
+                          space.max_tv)
     return kernel, parents, init
 
 
@@ -178,14 +215,14 @@ def _thm3_verdict(instance: tuple, form: str) -> tuple[float, dict | None, bool]
     return -relative, worst, worst[f"margin_{form}"] < 0 and relative < -CLEAR_VIOLATION
 
 
-def _hill_climb(rng, budget: int, mode: str, target: str, verdict) -> tuple[int, tuple | None, tuple, float]:
+def _hill_climb(rng, budget: int, space: SearchSpace, target: str, verdict) -> tuple[int, tuple | None, tuple, float]:
     """Odd examples fresh draws, even ones perturbations of the best so far; stop at the first clear violation.
 
     Returns (examples run, the violating instance or None, the best instance, its score)."""
     best, best_score = None, -math.inf
     for n in range(1, budget + 1):
         fresh = best is None or n % 2 == 1
-        candidate = _draw_instance(rng, target, mode) if fresh else _perturbed(rng, best, mode)
+        candidate = _draw_instance(rng, target, space) if fresh else _perturbed(rng, best, space)
         score, _, violated = verdict(candidate)
         if violated:
             return n, candidate, candidate, score
@@ -230,37 +267,43 @@ def _rounded(p: np.ndarray, decimals: int, floor: float) -> np.ndarray | None:
     return rows.reshape(np.shape(p))
 
 
-def _simpler(instance: tuple, mode: str):
-    """Candidates simpler than ``instance``, the most drastic first: a leaf removed, a state dropped, the
-    stationary μ₀, a parent moved towards the root, the kernel or μ₀ written with fewer decimals."""
+def _simpler(instance: tuple, space: SearchSpace):
+    """Candidates simpler than ``instance``, the most drastic first: a leaf removed, a state dropped (unless the
+    space fixes the states), the stationary μ₀, a parent moved towards the root, the kernel or μ₀ written with fewer
+    decimals (kernel entries kept at least the space's min π, if it sets one)."""
     kernel, parents, init = instance
     H, d = parents.shape[0], kernel.shape[0]
     leaves = [v for v in range(H - 1, 0, -1) if v not in parents]
     if H > 3:
         yield from ((kernel, _without_leaf(parents, v), init) for v in leaves)
-    if d > 2:
+    if d > 2 and space.states is None:
         yield from (_without_state(instance, s) for s in range(d))
-    if init is not None and mode == "any":
+    if init is not None and space.init == "any":
         yield kernel, parents, None
     for v in range(2, H):
         for q in range(parents[v]):
             yield kernel, np.where(np.arange(H) == v, q, parents), init
     for k in range(_decimals(kernel)):
-        rounded = _rounded(kernel, k, 0.0)
+        rounded = _rounded(kernel, k, space.min_pi or 0.0)
         if rounded is not None:
             yield rounded, parents, init
     if init is not None:
-        floor = FULL_SUPPORT_MASS if mode == "full-support" else 0.0
+        floor = FULL_SUPPORT_MASS if space.init == "full-support" else 0.0
         for k in range(_decimals(init)):
             rounded = _rounded(init, k, floor)
             if rounded is not None:
                 yield kernel, parents, rounded
 
 
-def _shrink(instance: tuple, mode: str, verdict) -> tuple:
+def _in_space(instance: tuple, space: SearchSpace) -> bool:
+    """Does a shrinking candidate stay where the search looked (TV(μ₀, μ) ≤ max_tv, when the space sets one)?"""
+    return space.max_tv is None or tv_distance(instance[2], instance[0]) <= space.max_tv
+
+
+def _shrink(instance: tuple, space: SearchSpace, verdict) -> tuple:
     """Greedy shrinking: take the first simpler candidate that still clearly violates, until none does."""
     for _ in range(MAX_SHRINK_STEPS):
-        simpler = next((c for c in _simpler(instance, mode) if verdict(c)[2]), None)
+        simpler = next((c for c in _simpler(instance, space) if _in_space(c, space) and verdict(c)[2]), None)
         if simpler is None:
             break
         instance = simpler
@@ -283,6 +326,20 @@ def _thm3_worst_position(kernel, parents, mu0, form: str) -> tuple[dict | None, 
     return worst, worst_relative
 
 
+def _check_space(target: str, space: SearchSpace) -> None:
+    """The optional bounds of a Theorem 3 search: ``states`` in its d range, 0 < min π < 1/d, 0 < max_tv ≤ 1."""
+    if target != "thm3" and space[1:] != (None, None, None):
+        raise ValueError("states, min_pi and max_tv apply to the thm3 search only")
+    low, high = STATES_RANGE
+    if space.states is not None and (isinstance(space.states, bool) or not isinstance(space.states, (int, np.integer))
+                                     or not low <= space.states <= high):
+        raise ValueError(f"states must be an integer in {low}..{high}; got {space.states!r}")
+    if space.min_pi is not None and not 0.0 < space.min_pi < 1.0 / (space.states or high):
+        raise ValueError(f"min_pi must lie in (0, 1/d) (every kernel entry at least it); got {space.min_pi!r}")
+    if space.max_tv is not None and not 0.0 < space.max_tv <= 1.0:
+        raise ValueError(f"max_tv must lie in (0, 1] (a total-variation distance); got {space.max_tv!r}")
+
+
 def _check_search_arguments(target: str, budget, seed, alpha, form: str, init: str) -> None:
     if target not in TARGETS:
         raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {target!r}")
@@ -298,9 +355,13 @@ def _check_search_arguments(target: str, budget, seed, alpha, form: str, init: s
         raise ValueError(f"init must be one of {', '.join(INIT_MODES)}; got {init!r}")
 
 
-def search_command(target: str, budget: int, seed: int, alpha=None, init: str = "any", form: str = "exact") -> str:
+def search_command(target: str, budget: int, seed: int, alpha=None, init: str = "any", form: str = "exact", *,
+                   states: int | None = None, min_pi: float | None = None, max_tv: float | None = None) -> str:
     """The ``bma-verify search`` command line that runs :func:`run_search` with these arguments."""
     words = ["bma-verify", "search", target, "--seed", str(seed), "--budget", str(budget)]
+    for flag, value in (("--states", states), ("--min-pi", min_pi), ("--max-tv", max_tv)):
+        if value is not None:
+            words += [flag, repr(value) if isinstance(value, float) else str(value)]
     if target == "lemma3" and alpha not in (None, DEFAULT_ALPHA):
         words += ["--alpha", str(alpha)]
     if init != "any":
@@ -321,7 +382,8 @@ def _record(target: str, instance: tuple, found: dict, alpha, form: str, **extra
                            relative_margin=found[f"margin_{form}"] / spread, **extra)
 
 
-def run_search(target: str, budget: int, seed: int, alpha=None, init: str = "any", form: str = "exact") -> dict:
+def run_search(target: str, budget: int, seed: int, alpha=None, init: str = "any", form: str = "exact", *,
+               states: int | None = None, min_pi: float | None = None, max_tv: float | None = None) -> dict:
     """Search for a counterexample to ``target`` ("lemma3" or "thm3") with at most ``budget`` examples.
 
     Parameters
@@ -335,26 +397,33 @@ def run_search(target: str, budget: int, seed: int, alpha=None, init: str = "any
     init : which μ₀ to search over: "any" (the stationary law or a drawn one, near point masses included),
         "stationary", or "full-support" (every state has mass ≥ FULL_SUPPORT_MASS).
     form : Theorem 3 only: "exact" (π̄ in the denominator) or "approximate" (the J form).
+    states, min_pi, max_tv : Theorem 3 only (:class:`SearchSpace`): a fixed number of states d, a floor on every
+        kernel entry, and a largest TV(μ₀, μ) from the kernel's stationary law μ (the boundary of the repaired
+        statement); None: d drawn in its range, floor KERNEL_FLOOR, any μ₀ of the mode.
 
     Returns
     -------
     dict: ``target``, ``budget``, ``seed``, ``alpha``, ``init``, ``found`` (bool), ``examples`` (examples run),
     ``instance`` (the shrunk JSON counterexample, with ``found_by``: the command that finds it, or None),
     ``check`` (``check_instance`` of it), ``closest`` (the best score seen and its instance: the largest
-    ratio − α, or the largest −margin/max|g|) and ``message`` (one line for the command).
+    ratio − α, or the largest −margin/max|g|), ``tv`` (TV(μ₀, μ) of the counterexample, None without one) and
+    ``message`` (one line for the command).
     """
     _check_search_arguments(target, budget, seed, alpha, form, init)
+    space = SearchSpace(init, states, min_pi, max_tv)
+    _check_space(target, space)
     alpha = _check_alpha(alpha) if target == "lemma3" else None
 
     def verdict(instance):
         return _lemma3_verdict(instance, alpha) if target == "lemma3" else _thm3_verdict(instance, form)
 
     rng = np.random.default_rng(seed)
-    examples, violating, best, best_score = _hill_climb(rng, budget, init, target, verdict)
-    command = search_command(target, budget, seed, alpha, init, form)
-    counterexample, closest = None, None
+    examples, violating, best, best_score = _hill_climb(rng, budget, space, target, verdict)
+    command = search_command(target, budget, seed, alpha, init, form, states=states, min_pi=min_pi, max_tv=max_tv)
+    counterexample, closest, tv = None, None, None
     if violating is not None:
-        shrunk = _shrink(violating, init, verdict)
+        shrunk = _shrink(violating, space, verdict)
+        tv = tv_distance(shrunk[2], shrunk[0])
         counterexample = _record(target, shrunk, verdict(shrunk)[1], alpha, form, found_by=command)
         message = f"counterexample found ({target}, alpha={alpha}) and shrunk:\n{json.dumps(counterexample)}"
     else:
@@ -366,7 +435,7 @@ def run_search(target: str, budget: int, seed: int, alpha=None, init: str = "any
             "found": counterexample is not None, "examples": examples, "instance": counterexample,
             "check": None if counterexample is None else check_instance(counterexample),
             "closest": {"score": best_score, "instance": closest if counterexample is None else counterexample},
-            "message": message}
+            "tv": tv, "message": message}
 
 
 def replayable_kernel_findings(result: dict, kernel, init) -> None:
@@ -497,3 +566,46 @@ def _check_thm3_large(instance: dict, kernel, parents, h: int, init, form: str) 
             form: np.asarray(values).tolist(), "verdict": verdict,
             "summary": f"E g(pa) − max other E g = {margin:.6g}{error} at h={h} ({form} form, {method})"
                        f"{' (tie)' if status == 'tie' else ''}{' (undecided)' if status == 'undecided' else ''}"}
+
+
+#: :func:`smallest_violating_tv`: each round searches within this fraction of the last violation's TV(μ₀, μ).
+TV_STEP = 0.7
+
+
+def smallest_violating_tv(form: str, states: int, min_pi: float | None, *, budget: int, rng: np.random.Generator,
+                          rounds: int = 6) -> dict:
+    """The smallest TV(μ₀, μ) at which the Theorem 3 search finds a violation of ``form`` (``thm3-init-gradient``,
+    the boundary of "what holds instead"): a search within TV ≤ 1, then, after each violation at distance t, one
+    within TV_STEP·t, until a search finds none (or ``rounds`` searches ran).
+
+    Parameters
+    ----------
+    form : "approximate" (the J form) or "exact" (π̄).
+    states, min_pi : the search space's d and kernel floor (:class:`SearchSpace`).
+    budget : examples per search.
+    rng : numpy Generator; each search's seed is drawn from it (the ``found_by`` commands replay each).
+    rounds : most searches.
+
+    Returns
+    -------
+    dict: ``smallest_tv`` (None when no search found a violation: an upper bound on the boundary otherwise, since
+    a search finds violations, it does not exclude them), ``instance`` (the violation there, with ``found_by``),
+    ``searches`` (per search: ``max_tv``, ``found``, ``tv``, ``examples``) and ``examples`` (in all).
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}")
+    rounds = check_positive_int(rounds, "rounds")
+    searches, smallest, instance, max_tv = [], None, None, 1.0
+    for _ in range(rounds):
+        result = run_search("thm3", budget, int(rng.integers(2**31)), form=form, states=states, min_pi=min_pi,
+                            max_tv=max_tv)
+        searches.append({"max_tv": max_tv, "found": result["found"], "tv": result["tv"],
+                         "examples": result["examples"]})
+        if not result["found"]:
+            break
+        smallest, instance = result["tv"], result["instance"]
+        if smallest <= 0.0:
+            break
+        max_tv = TV_STEP * smallest
+    return {"smallest_tv": smallest, "instance": instance, "searches": searches,
+            "examples": sum(s["examples"] for s in searches)}

@@ -14,7 +14,7 @@ from tqdm.auto import tqdm as auto_tqdm
 import bma_verify.reports.builder as builder
 from bma_verify.reports import cli
 from bma_verify.reports import registry as claim_registry
-from bma_verify.reports.core import CheckOutcome, Control
+from bma_verify.reports.core import CheckOutcome, Control, HoldsInstead
 from bma_verify.reports.registry import Check, Claim
 
 
@@ -128,3 +128,13 @@ def beyond_registry(monkeypatch):
         monkeypatch.setattr(module, "get_claim", by_id.__getitem__)
     monkeypatch.setattr(cli, "CLAIM_IDS", tuple(by_id))
     return claims
+
+
+def repairing_check(ctx):
+    """A stronger check that records what holds instead of a failing statement (with a boundary figure)."""
+    figure = passing_check(ctx).figures[0]
+    return CheckOutcome("pass", {"margin": 0.3}, summary="the repair holds",
+                        control=Control("the repair perturbed", {"margin": -0.1}, rejected=True),
+                        holds_instead=[HoldsInstead("the paper's bound for every μ₀", "the bound under a stationary μ₀",
+                                                    "proved", ["step 1 checked at 12 points", "sweep: 0 of 40 fail"],
+                                                    "fails from TV 0.2 on", [figure])])

@@ -274,3 +274,36 @@ def test_a_batch_prints_a_table_within_100_columns_and_its_json_keeps_gradients_
     with (tmp_path / "out" / "kernels.csv").open() as f:  # in the CSV, the same array as one JSON cell
         assert [json.loads(r["thm3_gradient_nats"]) for r in csv.DictReader(f)] == [r["thm3_gradient_nats"]
                                                                                     for r in rows]
+
+
+J_FORM_INSTANCE = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3" and i["form"] == "approximate")
+
+
+def test_check_kernel_reports_what_holds_instead_where_the_j_form_fails(tmp_path, capsys):
+    # the user's kernel and μ₀ are the known J-form counterexample, written to files: the J form fails there; the
+    # repaired statement (the J form under the kernel's stationary law) holds, its margin compared against
+    # J(pa) − max J(h') from numerics.gradient.chi2_gain (a second formula: pairwise joints, not kernel powers)
+    kernel_path, init_path = tmp_path / "K.json", tmp_path / "mu0.json"
+    kernel_path.write_text(json.dumps(J_FORM_INSTANCE["kernel"]))
+    init_path.write_text(json.dumps(J_FORM_INSTANCE["init"]))
+    assert cli.main(["check", "thm3-init-gradient", "--kernel", str(kernel_path), "--init", str(init_path),
+                     "--parents", "-1,0,1", "--json"]) == 1
+    thm3 = json.loads(capsys.readouterr().out)["kernels"]["K.json"]["claims"]["thm3-init-gradient"]
+    assert thm3["verdict"] == "fails"
+    repair = thm3["holds_instead"]
+    assert repair["verdict"] == "holds" and repair["proved"] and repair["violations"] == 0
+    kernel = np.array(J_FORM_INSTANCE["kernel"])
+    gains = nm.chi2_gain(kernel, np.array([-1, 0, 1]), 2, nm.stationary_distribution(kernel))
+    assert repair["worst"]["margin"] == pytest.approx((gains[1] - gains[0]) / 2, abs=1e-12)  # (1/h)·(J(pa) − J(x_0))
+    assert cli.main(["check", "thm3-init-gradient", "--kernel", str(kernel_path), "--init", str(init_path),
+                     "--parents", "-1,0,1"]) == 1
+    out = capsys.readouterr().out
+    assert "thm3-init-gradient: fails" in out and "what holds instead: the J form under this kernel's stationary law" in out
+    assert f"= {repair['worst']['margin']:.4g}" in out
+
+
+def test_check_kernel_reports_no_repair_where_the_j_form_holds():
+    # the control: under the stationary law the claim holds, so there is nothing to repair
+    result = check_kernel_claims(J_FORM_INSTANCE["kernel"], claims=("thm3-init-gradient",), parents=[-1, 0, 1])
+    thm3 = result["claims"]["thm3-init-gradient"]
+    assert thm3["verdict"] == "holds" and "holds_instead" not in thm3

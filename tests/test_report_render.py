@@ -18,7 +18,7 @@ from bma_verify.reports.regression import REFERENCE_DIR
 from bma_verify.reports.core import CheckContext
 from bma_verify.reports.registry import Check, Claim
 from tests.report_stand_ins import beyond_registry, registry  # noqa: F401 (fixtures)
-from tests.report_stand_ins import passing_check, refuted_stronger_check
+from tests.report_stand_ins import failing_check, passing_check, refuted_stronger_check, repairing_check
 
 
 def test_rendering_the_reference_results_gives_the_committed_pages():
@@ -302,3 +302,33 @@ def test_browser_findings_name_the_width_the_anchor_and_overflowing_formulas():
     assert browser_check.figure_anchor(page) == "b"  # no figure anchors: the last id above the last image
     figures = "<figure id='f1'><img alt='1'></figure><h3 id='b'>b</h3><figure id='f2'><img alt='2'></figure>"
     assert browser_check.figure_anchor(figures) == "f2"
+
+
+def test_a_failing_claim_ends_with_what_holds_instead_built_from_its_record(tmp_path):
+    # the subsection is written from results.json's holds_instead (the record, not the check's code): its
+    # statement, status, evidence, boundary and figure follow the last check; a claim without one has none
+    claims = builder.run_claims([
+        Claim("c", "p", "s", (Check("exact", failing_check, "as stated"),
+                              Check("exact", repairing_check, "the repair", reading="stronger"))),
+        Claim("d", "p", "s", (Check("exact", failing_check, "as stated"),))], CheckContext(figures_dir=tmp_path))
+    record = claims[0]["checks"][1]["holds_instead"][0]
+    record["statement"] = "the bound under a stationary μ₀ (from the record)"
+    results = {"tier": "quick", "seed": 0, "package_version": "x", "started": "t", "seconds": 0.0,
+               "environment": builder.environment(), "claims": claims}
+    md, page = render.render_markdown(results), render.render_html(results, figures_dir=tmp_path)
+    section_c, section_d = md.split("\n## c\n")[1].split("\n## d\n")
+    tail = section_c.split("### What holds instead")[1]
+    assert section_c.index("### exact (stronger)") < section_c.index("### What holds instead")
+    for text in ("**Instead of:** the paper's bound for every μ₀", "**Holds (proved):** the bound under a stationary "
+                 "μ₀ (from the record)", "- step 1 checked at 12 points", "Boundary: fails from TV 0.2 on",
+                 "![dummy.png](figures/dummy.png)"):
+        assert text in tail
+    assert "What holds instead" not in section_d
+    assert page.count("What holds instead</h3>") == 1 and "<b>Holds (proved):</b>" in page
+    assert "<li>sweep: 0 of 40 fail</li>" in page
+
+
+def test_a_repair_status_other_than_proved_or_observed_is_rejected():
+    from bma_verify.reports.core import HoldsInstead
+    with pytest.raises(ValueError, match="status"):
+        HoldsInstead("a", "b", "holds")

@@ -62,7 +62,7 @@ def test_a_shrunk_counterexample_has_no_simpler_neighbour_that_still_fails(targe
     verdict = ((lambda c: search._lemma3_verdict(c, "dobrushin")) if target == "lemma3"
                else (lambda c: search._thm3_verdict(c, "exact")))
     assert verdict(shrunk)[2]
-    assert not any(verdict(c)[2] for c in search._simpler(shrunk, kwargs.get("init", "any")))
+    assert not any(verdict(c)[2] for c in search._simpler(shrunk, search.SearchSpace(kwargs.get("init", "any"))))
 
 
 def test_the_result_depends_on_seed_and_budget_only():
@@ -243,3 +243,55 @@ def test_thm3_exact_form_counterexample_is_confirmed_by_finite_differences():
     gain = chi2_gain(kernel, parents, h, init)
     assert gain[parents[h]] > np.delete(gain, parents[h]).max()
     assert not check_instance(instance)["holds"]
+
+
+def _tv_by_power_iteration(kernel, init) -> float:
+    """TV(μ₀, μ) with μ from iterating π (a second route to the stationary law than numerics' linear solve)."""
+    law = np.full(len(kernel), 1.0 / len(kernel))
+    for _ in range(5000):
+        law = law @ np.asarray(kernel)
+    return 0.5 * float(np.abs(np.asarray(init) - law).sum())
+
+
+def test_a_search_within_a_tv_ball_finds_only_laws_inside_it_and_replays():
+    # the same search space that finds a J-form violation within TV ≤ 1 (seed 5, d = 3) finds one within 0.2; its
+    # distance (power iteration, not stationary_distribution) is at most 0.2 and its found_by command replays it
+    result = run_search("thm3", 200, 5, form="approximate", states=3, max_tv=0.2)
+    assert result["found"] and not result["check"]["holds"]
+    instance = result["instance"]
+    assert len(instance["kernel"]) == 3
+    assert _tv_by_power_iteration(instance["kernel"], instance["init"]) == pytest.approx(result["tv"], abs=1e-9)
+    assert result["tv"] <= 0.2 + 1e-12
+    words = shlex.split(instance["found_by"])[2:]
+    args = cli._parser().parse_args(["search", *words])
+    again = run_search(args.target, args.budget, args.seed, form=args.form, states=args.states, min_pi=args.min_pi,
+                       max_tv=args.max_tv)
+    assert again["instance"] == instance
+
+
+def test_a_kernel_floor_bounds_every_drawn_entry():
+    result = run_search("thm3", 30, 2, form="approximate", states=2, min_pi=0.1)
+    assert np.min(result["closest"]["instance"]["kernel"]) >= 0.1 - 1e-12
+
+
+def test_the_smallest_violating_tv_shrinks_until_a_search_finds_none():
+    # seed 13 finds J-form violations at d = 3 (seeds 11, 12 find none within 200 examples)
+    out = search.smallest_violating_tv("approximate", 3, None, budget=200, rng=np.random.default_rng(13))
+    found = [s for s in out["searches"] if s["found"]]
+    # each later search looks strictly inside the previous violation's distance, and the last finds nothing
+    assert all(b["max_tv"] < a["tv"] for a, b in zip(out["searches"], out["searches"][1:]))
+    assert found and not out["searches"][-1]["found"]
+    assert out["smallest_tv"] == min(s["tv"] for s in found)
+    assert not check_instance(out["instance"])["holds"]
+    assert out["examples"] == sum(s["examples"] for s in out["searches"])
+
+
+def test_bad_search_space_arguments_are_rejected():
+    for kwargs, match in [({"states": 5}, "states"), ({"min_pi": 0.6, "states": 2}, "min_pi"),
+                          ({"max_tv": 0.0}, "max_tv"), ({"max_tv": 1.5}, "max_tv")]:
+        with pytest.raises(ValueError, match=match):
+            run_search("thm3", 10, 0, **kwargs)
+    with pytest.raises(ValueError, match="thm3 search only"):
+        run_search("lemma3", 10, 0, max_tv=0.5)
+    with pytest.raises(ValueError, match="rng"):
+        search.smallest_violating_tv("approximate", 3, None, budget=5, rng=0)

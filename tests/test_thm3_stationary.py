@@ -137,3 +137,28 @@ def test_the_symbolic_control_is_rejected():
     verification = verify_thm3_stationary(np.random.default_rng(3), n_points=8,
                                           perturbation=candidate_law_for_parent_law)
     assert "pi_side_gap_vs_proof_chain" in verification.errors_over_tolerance
+
+
+def test_the_depth_sweep_counts_add_up_and_its_hardest_margin_is_a_chi2_gain_difference():
+    # reference: numerics.gradient.chi2_gain (J from the pairwise joints, not the proof chain's own bookkeeping)
+    from bma_verify.numerics.gradient import chi2_gain
+    from bma_verify.numerics.thm3_stationary import depth_sweep
+    out = depth_sweep(np.random.default_rng(0), 200)
+    for key in ("by_parent_depth", "by_candidate_depth"):
+        assert sum(r["cases"] for r in out[key].values()) == out["cases"]
+        assert sum(r["violations"] for r in out[key].values()) == out["violations"]
+    assert out["violations"] > 0 and out["condition_violations"] == 0
+    hardest = out["hardest"]
+    gains = chi2_gain(np.array(hardest["kernel"]), np.array(hardest["parents"]), hardest["h"], np.array(hardest["init"]))
+    parent = hardest["parents"][hardest["h"]]
+    assert hardest["margin"] == pytest.approx(gains[parent] - gains[hardest["candidate"]], abs=1e-12)
+    assert hardest["margin"] < 0 and hardest["pi_side_gap"] >= hardest["gap_allowance"]
+    assert min(r["smallest_margin"] for r in out["by_parent_depth"].values()) == hardest["margin"]
+
+
+def test_depth_sweep_rejects_bad_arguments():
+    from bma_verify.numerics.thm3_stationary import depth_sweep
+    with pytest.raises(ValueError, match="n_instances"):
+        depth_sweep(np.random.default_rng(0), 0)
+    with pytest.raises(ValueError, match="rng"):
+        depth_sweep(0, 5)

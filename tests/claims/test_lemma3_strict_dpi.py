@@ -166,3 +166,25 @@ def test_an_ideal_outside_the_hypothesis_fails_the_exact_positive_control(monkey
     outcome = claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
     assert not outcome.positive_control.passed and outcome.positive_control.measured["max_ratio"] == pytest.approx(1.0)
     assert settle(outcome)[0] == "inconclusive" and "not testable" in settle(outcome)[1]
+
+
+def test_what_holds_instead_of_dobrushin_is_alpha_star_proved_and_doeblin_observed(quick_outcomes):
+    # reference: the stored δ(π) refutations re-checked by check_instance (exact pairwise joints), and α* from its
+    # closed form 1 − ε/(1 − (d − 1)ε) written out here
+    outcome = quick_outcomes["alpha_candidates_check"]
+    proved, observed = outcome.holds_instead
+    dobrushin = outcome.findings[0]
+    assert proved.replaces == observed.replaces == dobrushin.statement
+    assert (proved.status, observed.status) == ("proved", "observed") and "α*" in proved.statement
+    assert "ancestor" in observed.statement and "1 − d·min π" in observed.statement
+    for instance in (i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "lemma3"):
+        eps, d = min(map(min, instance["kernel"])), len(instance["kernel"])
+        ratio = check_instance(dict(instance, alpha="dobrushin"))["ratio"]
+        alpha_star = 1 - eps / (1 - (d - 1) * eps)
+        assert ratio < alpha_star
+        assert f"ratio {ratio:.4f} against δ(π)" in proved.evidence[2] and f"α* = {alpha_star:.4f}" in proved.evidence[2]
+
+
+def test_no_repair_is_recorded_when_dobrushin_is_not_refuted():
+    findings = [claim.Finding(f"f{i}", "holds") for i in range(5)]
+    assert claim.alpha_holds_instead(findings, {}, 0) == []

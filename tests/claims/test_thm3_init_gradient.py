@@ -189,3 +189,69 @@ def test_the_stationary_check_fails_when_a_step_has_negative_slack(monkeypatch, 
 def test_monte_carlo_positive_control_is_the_exact_margins_and_passes(quick_outcomes):
     positive = quick_outcomes["monte_carlo_check"].positive_control
     assert positive.passed and set(positive.measured["verdicts"]) == {"pass"}, positive
+
+
+def test_what_holds_instead_names_the_proved_repairs_and_the_observed_one(stationary_outcome, tmp_path):
+    repairs = stationary_outcome.holds_instead
+    assert [r.status for r in repairs] == ["proved", "proved", "observed"]
+    assert "stationary" in repairs[0].statement and "(1 − η)/η" in repairs[1].statement
+    assert "π̄" in repairs[2].statement and repairs[0].figures == ["thm3_init_gradient_boundary.png"]
+    # the boundary sentence is written from the measured cells: every TV it quotes is a measured one
+    cells = stationary_outcome.measured["boundary"]["smallest_tv"]
+    found = [c for c in cells if c["smallest_tv"] is not None]
+    assert found, "the quick tier's search finds no violation at all: the boundary says nothing"
+    for cell in found:
+        assert f"d = {cell['d']}, d·min π = {cell['d_min_pi']:g}: TV {cell['smallest_tv']:.3f}" in repairs[0].boundary
+
+
+def test_every_boundary_violation_is_real_within_its_tv_and_misses_the_sufficient_condition(tmp_path):
+    # reference: check_instance (exact enumeration over the d^(h+1) sequences) for the violation, stationary_distribution
+    # by power iteration for the distance, and the proof chain for the condition (a proof: it cannot hold there)
+    from bma_verify.numerics.thm3_stationary import condition_holds, proof_chain
+    from bma_verify.reports.claims import thm3_init_gradient_boundary as boundary
+    evidence = boundary.boundary_evidence(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    for cell in (c for c in evidence["cells"] if c["instance"] is not None):
+        instance = cell["instance"]
+        assert not check_instance(instance)["holds"]
+        kernel = np.array(instance["kernel"])
+        law = np.linalg.matrix_power(kernel.T, 4096) @ np.full(len(kernel), 1 / len(kernel))
+        assert 0.5 * np.abs(np.array(instance["init"]) - law).sum() == pytest.approx(cell["smallest_tv"], abs=1e-9)
+        assert np.min(kernel) >= cell["d_min_pi"] / cell["d"] - 1e-12
+        if instance["form"] == "approximate":
+            chain = proof_chain(kernel, np.array(instance["parents"]), instance["h"], np.array(instance["init"]))
+            violated = chain["margin"] < 0
+            assert violated.any() and not condition_holds(chain)[violated].any()
+    assert boundary.boundary_holds(evidence) == (True, True)
+
+
+def test_the_stationary_check_fails_when_the_sufficient_condition_misses_a_violation(monkeypatch, tmp_path):
+    from bma_verify.reports.claims import thm3_init_gradient_boundary as boundary
+    original = boundary.depth_sweep
+
+    def broken(*args, **kwargs):
+        out = original(*args, **kwargs)
+        return dict(out, condition_violations=1)  # a case meeting the condition with J(h') ≥ J(pa)
+    monkeypatch.setattr(boundary, "depth_sweep", broken)
+    monkeypatch.setitem(boundary.BOUNDARY_SIZES, "quick", {"budget": 5, "depth_instances": 10})  # only the rule
+    outcome = claim.stationary_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
+    assert outcome.verdict == "fail" and outcome.holds_instead[0].status == "observed"
+
+
+def test_the_condition_control_is_the_known_counterexample_and_is_rejected(stationary_outcome):
+    control = stationary_outcome.control.measured["condition_on_counterexample"]
+    assert control["instance"]["init"] == [0.4, 0.5, 0.1] and control["margin"] < 0
+    assert not control["condition_met"] and control["widened_admits_violation"]
+
+
+def test_a_refuted_finding_and_a_failing_summary_show_the_violating_instance_first(quick_outcomes):
+    # reference: check_instance re-checks which stored instance violates each form (exact enumeration)
+    refuted = quick_outcomes["pibar_check"].findings[1]
+    violating = [i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3"
+                 and not check_instance(dict(i, form="exact"))["holds"]]
+    assert refuted.status == "refuted" and refuted.evidence.startswith(
+        f"violated on the stored instance (chain, μ₀ = {violating[0]['init']}")
+    assert "non-tie cases found none" in refuted.evidence  # where the sweep did not find one
+    summary = quick_outcomes["exact_check"].summary
+    j_violating = next(i for i in KNOWN_COUNTEREXAMPLES if i["target"] == "thm3"
+                       and not check_instance(dict(i, form="approximate"))["holds"])
+    assert summary.index(f"μ₀ = {j_violating['init']}") < summary.index("the other stored instances hold")
