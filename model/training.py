@@ -57,23 +57,42 @@ def config_differences(stored: dict, config: TrainConfig) -> list[str]:
     return differing
 
 
-def build_model(config: TrainConfig, generator: torch.Generator | None = None) -> TwoLayerModel:
-    """The model of ``config.model``'s kind, randomly initialised from ``generator``."""
-    c, options = config, config.model
-    max_L = max((c.L,) + c.test_L)
-    if isinstance(options, StructuredOptions):
-        # offsets beyond max_L share w_L[max_L]: by default max_L is the training L, not the largest test L'
-        offsets = c.L if options.offset_range is None else options.offset_range
-        return StructuredTransformer(StructuredConfig(d=c.d, max_H=c.H, max_L=offsets, K=c.K, output=options.output,
-                                                      beta=options.beta, init_std=options.init_std),
-                                     generator=generator)
-    if isinstance(options, AbsoluteOptions):
-        return AbsolutePETransformer(AbsoluteConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, output=options.output,
-                                                   init_std=options.init_std),
-                                     generator=generator)
-    return TaskShapedTransformer(TaskShapedConfig(d=c.d, max_H=c.H, max_L=max_L, K=c.K, width=options.width,
-                                                  layer1_init=options.layer1_init, position=options.position),
+def _structured(config: TrainConfig, generator) -> TwoLayerModel:
+    options = config.model
+    # offsets beyond max_L share w_L[max_L]: by default max_L is the training L, not the largest test L'
+    offsets = config.L if options.offset_range is None else options.offset_range
+    return StructuredTransformer(StructuredConfig(d=config.d, max_H=config.H, max_L=offsets, K=config.K,
+                                                  output=options.output, beta=options.beta,
+                                                  init_std=options.init_std), generator=generator)
+
+
+def _absolute(config: TrainConfig, generator) -> TwoLayerModel:
+    options = config.model
+    return AbsolutePETransformer(AbsoluteConfig(d=config.d, max_H=config.H, max_L=max((config.L,) + config.test_L),
+                                                K=config.K, output=options.output, init_std=options.init_std),
                                  generator=generator)
+
+
+def _task_shaped(config: TrainConfig, generator) -> TwoLayerModel:
+    options = config.model
+    return TaskShapedTransformer(TaskShapedConfig(d=config.d, max_H=config.H, max_L=max((config.L,) + config.test_L),
+                                                  K=config.K, width=options.width, layer1_init=options.layer1_init,
+                                                  position=options.position), generator=generator)
+
+
+#: The models :func:`train` builds, by kind (a GPT trains through ``model.gpt_training.train_gpt``).
+BUILDERS = {StructuredOptions.kind: _structured, AbsoluteOptions.kind: _absolute,
+            TaskShapedOptions.kind: _task_shaped}
+
+
+def build_model(config: TrainConfig, generator: torch.Generator | None = None) -> TwoLayerModel:
+    """The model of ``config.model``'s kind, randomly initialised from ``generator``; a kind :func:`train` does not
+    build raises ValueError naming those it does."""
+    kind = config.model.kind
+    if kind not in BUILDERS:
+        raise ValueError(f"config.model is a {kind!r} model, which train() does not build; it builds "
+                         f"{', '.join(BUILDERS)} (a GPT trains through model.gpt_training.train_gpt)")
+    return BUILDERS[kind](config, generator)
 
 
 def run_kernel(config: TrainConfig) -> np.ndarray:

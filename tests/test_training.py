@@ -226,3 +226,16 @@ def test_offsets_never_seen_in_training_keep_their_initial_values():
     assert not torch.equal(run.model.w_L[:, :3], initial.w_L[:, :3])
     # R1 (offset_range None): the table stops at the training L and offsets beyond it share w_L[L]
     assert build_model(replace(config, model=StructuredOptions())).w_L.shape == (3, 3)
+
+
+def test_a_model_kind_train_does_not_build_is_refused_by_name():
+    # issue 41: the isinstance chain built the task-shaped model for any kind nobody wired in (a GPT config included)
+    from bma_verify.model.train_config import GPTOptions
+    with pytest.raises(ValueError, match="'gpt' model, which train\\(\\) does not build; it builds structured, "
+                                         "absolute, task-shaped"):
+        build_model(TrainConfig(model=GPTOptions(), d=3, H=4, L=2))
+    for sizes, options in ((SMALL, StructuredOptions()), (SMALL, AbsoluteOptions()),
+                           (TASK_SHAPED_SMALL, TaskShapedOptions(width=8))):
+        model = build_model(TrainConfig(**sizes, model=options), torch.Generator().manual_seed(0))
+        assert type(model).__name__.startswith({"structured": "Structured", "absolute": "AbsolutePE",
+                                                "task-shaped": "TaskShaped"}[options.kind])
