@@ -8,6 +8,7 @@ same registry the report runs, so the document cannot drift from what is checked
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -138,10 +139,16 @@ REPORT_LINK = "reports/reference/REPORT.md#{id}"
 
 def short_reason(reason: str) -> str:
     """A verdict's reason in a few words: its head before the first colon or parenthesis, after the reading it is
-    about ('reading R3: count rule undecided: 0 of 3 ...' -> 'reading R3: count rule undecided')."""
+    about ('reading R3: count rule undecided: 0 of 3 ...' -> 'reading R3: count rule undecided'); a named model's
+    label ('standard transformer (gpt-d2-absolute): ...') is left out."""
+    reason = _LABELLED.sub("", reason, count=1)
     reading, _, rest = reason.partition(": ") if reason.startswith("reading ") else ("", "", reason)
     head = rest.split(": ")[0].split(" (")[0].split("; ")[0].strip()
     return f"{reading}: {head}" if reading else head
+
+
+#: A reason about one named model of several: "<label> (<id>): ".
+_LABELLED = re.compile(r"^[^:;()]+ \([\w.-]+\): ")
 
 
 def short_reasons(claim: dict) -> str:

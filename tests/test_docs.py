@@ -67,6 +67,8 @@ def test_readme_table_gives_each_verdict_bare_with_links_to_its_detail_and_a_sho
     ("quick tier cannot decide: one seed (d = 20) costs 67 s; the full tier decides", "quick tier cannot decide"),
     ("reading R3: count rule undecided: 0 of 3 seeds meet the rule (needs 3 of 3)", "reading R3: count rule undecided"),
     ("not converged (2 of 3 seeds still improving)", "not converged"),
+    ("standard transformer (gpt-d2-absolute): count rule undecided, misses unconfirmed: 0 of 3 seeds meet the rule",
+     "count rule undecided, misses unconfirmed"),
 ])
 def test_a_short_reason_is_the_head_of_the_reason(reason, short):
     assert docs.short_reason(reason) == short

@@ -374,7 +374,8 @@ def count_verdict(statuses: list[str], tests: list[dict], continuations: list | 
     if counts["miss"] >= need:
         return "fail", "", converged
     confirmed = " (each confirmed by its continuation)" if counts["miss"] else ""
-    reason = (f"count rule undecided: {counts['meet']} of {n} seeds meet the rule, {counts['miss']} miss it"
+    head = "count rule undecided, misses unconfirmed" if counts["unconfirmed_miss"] else "count rule undecided"
+    reason = (f"{head}: {counts['meet']} of {n} seeds meet the rule, {counts['miss']} miss it"
               f"{confirmed}, {counts['undecided']} within noise, {not_converged} not converged (needs {need} of {n})")
     if counts["still_learning"]:
         reason += f"; of those not converged, {counts['still_learning']} missed but moved at 2× their steps"
@@ -414,10 +415,11 @@ def untrained_record(ctx: CheckContext, reason: str) -> dict:
 def seeds_text(record: dict) -> str:
     """'3 seeds: 3 meet, 0 miss, 0 undecided, 0 not converged; L_pa gap median +0.012 (+0.009 to +0.015)'."""
     c = record["counts"]
-    text = (f"{record['n']} training seeds ({', '.join(map(str, record['training_seeds']))}): {c['meet']} meet the "
-            f"rule, {c['miss']} miss it")
+    text = f"{record['n']} training seeds ({', '.join(map(str, record['training_seeds']))}): {c['meet']} meet the rule"
+    if c["miss"] or not c.get("unconfirmed_miss"):
+        text += f", {c['miss']} miss it" + (" (confirmed)" if c.get("unconfirmed_miss") else "")
     if c.get("unconfirmed_miss"):
-        text += f" (confirmed), {c['unconfirmed_miss']} miss it unconfirmed"
+        text += f", {c['unconfirmed_miss']} miss it unconfirmed"
     if c.get("still_learning"):
         text += f", {c['still_learning']} missed but were still learning at 2× their steps"
     return text + f", {c['undecided']} within noise, {c['not_converged']} not converged"
