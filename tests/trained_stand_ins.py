@@ -70,9 +70,12 @@ def stand_in_run(*, L=5, H=6, d=4, test_L=(), model_kind="structured", K=None, c
     return with_curve(run, curve or ("flat" if construction else "falling"))
 
 
-def patch_runs(monkeypatch, runs_by_preset: dict) -> None:
+def patch_runs(monkeypatch, runs_by_preset: dict, continued=None) -> None:
     """Make every preset ``name`` train to ``runs_by_preset[name]`` instead: {run label: TrainRun} on every training
-    seed, or a list of them, one per training seed of report seed 0 (in ``training_seeds`` order)."""
+    seed, or a list of them, one per training seed of report seed 0 (in ``training_seeds`` order). A continuation
+    (the miss rule, ``model.continuation``) of a stand-in returns ``continued(run)``: by default the run itself, a
+    model that more training does not move (a stand-in that cannot represent BMA stays where it is)."""
+    monkeypatch.setattr(trained, "continue_run", lambda run, quiet=True: (continued or (lambda r: r))(run))
     def fake(name, *, tier, seed, device, quiet, output):
         runs = runs_by_preset[name]
         if isinstance(runs, dict):

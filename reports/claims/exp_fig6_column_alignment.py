@@ -19,10 +19,10 @@ from bma_verify.model import analysis, figures
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.presets import preset_configs
 from bma_verify.model.training import run_kernel
-from bma_verify.reports.checks.trained import (combine_sides, count_rule_text,
-                                               count_verdict, draw_figure, ideal_control, rule_text, run_assumptions,
-                                               run_convergence, seeded_runs, seeds_record, seeds_text, untrained_record,
-                                               threshold_side, training_seeds)
+from bma_verify.reports.checks.trained import (combine_sides, confirm_misses, count_rule_text, count_verdict,
+                                               draw_figure, ideal_control, rule_text, run_assumptions,
+                                               run_convergence, seed_keys, seeded_runs, seeds_record, seeds_text,
+                                               threshold_side, training_seeds, untrained_record, why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl
 from bma_verify.reports.protocol import run_plan
@@ -138,6 +138,21 @@ def _seed_values(ctx: CheckContext, run) -> dict:
     return {"run": run, "W_tf": W_tf, "metrics": metrics, "sides": sides, "converged": run_convergence(run.metrics)}
 
 
+def judge(ctx: CheckContext):
+    """fig6's rule as a continuation judge (``reports.checks.trained.confirm_misses``): a run's status and its scalar
+    values with their thresholds (upper bounds): the column error against the threshold and against the row error,
+    and L_pa's gap."""
+    t = THRESHOLDS[ctx.tier]
+
+    def on(run) -> tuple[str, dict]:
+        v = _seed_values(ctx, run)
+        m = v["metrics"]
+        return combine_sides(v["sides"]), {"column_error": (m["column_error"], t["column_error"], True),
+                                           "column_below_row": (m["column_error"], m["row_error"], True),
+                                           "parent_loss_gap": (m["parent_loss_gap"], t["parent_loss_gap"], True)}
+    return on
+
+
 def _threshold(ctx: CheckContext, control: Control | None) -> dict:
     t = THRESHOLDS[ctx.tier]
     shifted = "" if control is None else f" (W_tf + b1ᵀ: {control.measured['column_error']:.3f})"
@@ -226,8 +241,10 @@ def exp_fig6_column_alignment(ctx: CheckContext) -> CheckOutcome:
         return _quick_outcome(ctx)
     values = [_seed_values(ctx, runs["fig6"]) for runs in seeded_runs(ctx, "fig6")]
     statuses, tests = [combine_sides(v["sides"]) for v in values], [v["converged"] for v in values]
-    verdict, reason, converged = count_verdict(statuses, tests)
-    record = seeds_record(training_seeds(ctx, "fig6"), statuses, tests, [v["metrics"] for v in values])
+    more = confirm_misses(ctx, "fig6", [v["run"] for v in values], statuses, tests, judge(ctx),
+                          seed_keys(ctx, "fig6", "fig6"))
+    verdict, reason, converged = count_verdict(statuses, tests, more, why_unconfirmed=why_unconfirmed(ctx, "fig6"))
+    record = seeds_record(training_seeds(ctx, "fig6"), statuses, tests, [v["metrics"] for v in values], more)
     first, run = values[0], values[0]["run"]
     m = first["metrics"] | {"paper": dict(PAPER), "steps": run.metrics["steps"]}
     control = _row_shift_control(ctx, first["W_tf"], run.kernel)

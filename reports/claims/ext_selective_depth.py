@@ -43,7 +43,12 @@ def protocol(tier: str) -> dict:
     runs per depth, whether the tier trains, and the rule's tolerance, z and share."""
     return {"runs": {str(depth): run_plan(AttentionOnlyConfig(n_layers=depth, seed=0, **SCALE)) for depth in DEPTHS},
             "trains": tier in TRAINS, "kl_tol": KL_TOL, "z": Z, "share": SHARE,
-            "control": {"power_weights": POWER_WEIGHTS}}
+            "control": {"power_weights": POWER_WEIGHTS}, "miss_rule": SOLVED_MISS}
+
+#: How a miss stands here: a seed misses when depth 2 *solves* the task, a capability shown, which more training
+#: does not take back; so a converged miss needs no continuation (``model.continuation``) to count.
+SOLVED_MISS = "a miss is depth 2 solving the task: shown, it stands without a continuation"
+
 
 def judge_run(final: dict, converged: bool) -> str:
     """'solves', 'does not solve' or 'undecided' for one run (KL_TOL, Z; unconverged runs are undecided)."""
@@ -138,9 +143,10 @@ def _seeds_decision(runs: dict, per_depth: dict) -> tuple[str, str, dict, dict]:
     statuses = [seed_status(r2["judgement"], r3["judgement"]) for r2, r3 in pairs]
     tests = [runs_plateau({"depth 2": a["converged"], "depth 3": b["converged"]})
              for a, b in zip(runs[2], runs[3])]
-    verdict, reason, converged = count_verdict(statuses, tests)
+    shown = [{"confirmed": True, "by": SOLVED_MISS} if status == "fail" else None for status in statuses]
+    verdict, reason, converged = count_verdict(statuses, tests, shown)
     record = seeds_record([r2["seed"] for r2, _ in pairs], statuses, tests,
-                          [{"kl_depth_2": r2["kl"], "kl_depth_3": r3["kl"]} for r2, r3 in pairs])
+                          [{"kl_depth_2": r2["kl"], "kl_depth_3": r3["kl"]} for r2, r3 in pairs], shown)
     return verdict, reason, converged, record
 
 

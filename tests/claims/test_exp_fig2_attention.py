@@ -63,16 +63,30 @@ def test_fig2_power_curve_rejects_fewer_examples_and_accepts_bma(converged_fig2,
 
 
 def test_fig2_count_rule_over_seeds(converged_fig2, monkeypatch):
-    # two seeds reproduce, one converges to a selector frozen at another kernel: 2 of 3 is short of the count rule
-    # (3 of 3), and 1 miss is short of failing it, so the check is inconclusive with the counts as its reason
+    # two seeds reproduce, one converges to a selector frozen at another kernel (its continuation, a stand-in, does
+    # not move it: a confirmed miss): 2 of 3 is short of the count rule (3 of 3), and 1 miss is short of failing it,
+    # so the check is inconclusive with the counts as its reason
     wrong = {"fig2": stand_in_run(L=5, test_L=(1, 2, 5), construction=True, wrong_selector=True)}
     patch_runs(monkeypatch, {"fig2": [converged_fig2, wrong, converged_fig2]})
     outcome = fig2.exp_fig2_attention(CheckContext(tier="quick", seed=0))
-    assert outcome.seeds["counts"] == {"meet": 2, "miss": 1, "undecided": 0, "not_converged": 0}
+    assert outcome.seeds["counts"] == {"meet": 2, "miss": 1, "unconfirmed_miss": 0, "still_learning": 0,
+                                       "undecided": 0, "not_converged": 0}
+    assert [c and c["confirmed"] for c in outcome.converged["continuations"]] == [None, True, None]
     assert outcome.verdict == "inconclusive" and outcome.reason.startswith("count rule undecided: 2 of 3 seeds meet")
     gaps = outcome.seeds["metrics"]["parent_loss_gap"]
     assert gaps["max"] == pytest.approx(wrong["fig2"].metrics["parent_loss_gap"])
     assert gaps["median"] == pytest.approx(converged_fig2["fig2"].metrics["parent_loss_gap"])
+
+
+def test_fig2_a_miss_whose_continuation_reaches_bma_was_still_learning(converged_fig2, monkeypatch):
+    # reference: the miss rule by hand: three converged misses whose continuations (stand-ins) reach BMA moved all
+    # the way to the threshold, so each seed was still learning: not converged, and the claim is not failed
+    wrong = {"fig2": stand_in_run(L=5, test_L=(1, 2, 5), construction=True, wrong_selector=True)}
+    patch_runs(monkeypatch, {"fig2": [wrong] * 3}, continued=lambda run: converged_fig2["fig2"])
+    outcome = fig2.exp_fig2_attention(CheckContext(tier="quick", seed=0))
+    assert outcome.seeds["counts"]["still_learning"] == 3 and outcome.verdict == "inconclusive"
+    record = outcome.converged["continuations"][0]
+    assert record["status_after"] == "pass" and record["values"]["parent_loss_gap"]["moved_fraction"] > 1
 
 
 def test_fig2_whose_control_is_accepted_is_not_discriminating(converged_fig2, monkeypatch):

@@ -109,28 +109,30 @@ def test_reader_grids_share_one_table_and_refuse_zero_examples(fig5_runs):
         reader_grids(g["first"].kernel, batches, [{1: 0}])
 
 
-def test_fig5_fails_a_converged_model_that_cannot_represent_bma(wrong_selector_runs, monkeypatch):
+def test_fig5_a_converged_model_that_cannot_represent_bma_misses_but_unconfirmed(wrong_selector_runs, monkeypatch):
     # the construction with its selector frozen at another kernel's log π, flat held-out curves on every seed:
-    # far from BMA at every L' under R3 (the testable reading), so NOT REPRODUCED (not inconclusive)
+    # far from BMA at every L' under R3 (the testable reading), so every seed misses; fig5 has no continuation
+    # built (reports.protocol.CONTINUED), so the misses stay unconfirmed and cannot make it NOT REPRODUCED
     _runs_by_seed(monkeypatch, "quick", [wrong_selector_runs] * 3)
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
-    assert outcome.converged["plateaued"] and outcome.seeds["counts"]["miss"] == 3
-    assert outcome.measured["count_readings"]["R3"] == "fail" and settle(outcome) == ("fail", "")
-    assert outcome.instance["reading"] == "R3"
-    assert outcome.instance["reproduce"].startswith("bma-verify train --preset fig5 --tier quick")
+    assert outcome.converged["plateaued"] and outcome.seeds["readings"]["R3"]["statuses"] == ["fail"] * 3
+    assert outcome.seeds["counts"]["unconfirmed_miss"] == 3 and outcome.seeds["counts"]["miss"] == 0
+    assert outcome.measured["count_readings"]["R3"] == "inconclusive" and settle(outcome)[0] == "inconclusive"
+    assert "misses unconfirmed" in outcome.reason and "no continuation" in outcome.reason
 
 
 def test_fig5_count_rule_needs_three_of_three_converged_seeds(fig5_runs, wrong_selector_runs, untrained_runs,
                                                               monkeypatch):
-    # reference: the per-seed R3 outcomes planted below, counted by hand. Two seeds that miss and one still
-    # improving cannot decide (2 of 3 < 3); three that miss are NOT REPRODUCED
+    # reference: the per-seed R3 outcomes planted below, counted by hand. Two seeds that miss (unconfirmed: fig5 has
+    # no continuation) and one still improving cannot decide (2 of 3 < 3)
     _runs_by_seed(monkeypatch, "quick", [wrong_selector_runs, wrong_selector_runs, untrained_runs])
     ctx = CheckContext(tier="quick", seed=0)
     outcome = fig5.exp_fig5_generalization(ctx)
     counts = outcome.seeds["readings"]["R3"]["counts"]
-    assert counts == {"meet": 0, "miss": 2, "undecided": 0, "not_converged": 1}
-    assert outcome.verdict == "inconclusive" and "count rule undecided: 0 of 3 seeds meet the rule, 2 miss" in \
-        outcome.reason
+    assert counts == {"meet": 0, "miss": 0, "unconfirmed_miss": 2, "still_learning": 0, "undecided": 0,
+                      "not_converged": 1}
+    assert outcome.verdict == "inconclusive" and "0 of 3 seeds meet the rule, 0 miss" in outcome.reason
+    assert "2 converged seed(s) miss it unconfirmed" in outcome.reason
     seed3 = trained.training_seeds(ctx, "fig5")[2]
     assert outcome.seeds["training_seeds"][2] == seed3 and "still improving: seed" in outcome.reason
     planted = iter(["pass", "pass", "fail"])
@@ -143,8 +145,10 @@ def test_fig5_count_rule_needs_three_of_three_converged_seeds(fig5_runs, wrong_s
     _runs_by_seed(monkeypatch, "quick", [fig5_runs] * 3)
     monkeypatch.setattr(fig5, "_seed_decision", decision)
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))  # a fresh report cache
-    assert outcome.seeds["readings"]["R3"]["counts"] == {"meet": 2, "miss": 1, "undecided": 0, "not_converged": 0}
-    assert outcome.verdict == "inconclusive" and outcome.reason.startswith("reading R3: count rule undecided: 2 of 3")
+    assert outcome.seeds["readings"]["R3"]["counts"] == {"meet": 2, "miss": 0, "unconfirmed_miss": 1,
+                                                        "still_learning": 0, "undecided": 0, "not_converged": 0}
+    assert outcome.verdict == "inconclusive" and outcome.reason.startswith(
+        "reading R3: count rule undecided, misses unconfirmed: 2 of 3")
 
 
 def test_fig5_full_tier_counts_each_reading_over_five_seeds(fig5_runs, wrong_selector_runs, monkeypatch):
@@ -155,9 +159,10 @@ def test_fig5_full_tier_counts_each_reading_over_five_seeds(fig5_runs, wrong_sel
     assert len(asked) == 5 and outcome.seeds["n"] == 5
     assert outcome.seeds["readings"]["R1"]["statuses"] == ["fail"] * 5
     assert outcome.seeds["readings"]["R3"]["statuses"] == ["noise"] * 4 + ["fail"]
-    assert outcome.measured["count_readings"] == {"R1": "fail", "R3": "inconclusive"}
+    assert outcome.measured["count_readings"] == {"R1": "inconclusive", "R3": "inconclusive"}  # misses unconfirmed
     assert settle(outcome)[0] == "inconclusive" and "at least 4 of 5" in outcome.threshold["count_rule"]
-    assert outcome.reason.startswith("reading R3: count rule undecided: 0 of 5 seeds meet the rule, 1 miss")
+    assert outcome.reason.startswith("reading R3: count rule undecided, misses unconfirmed: 0 of 5 seeds meet the "
+                                     "rule, 0 miss")
 
 
 def test_fig5_rule_reads_both_halves():

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import bma_verify.model.tuning as tuning
+import bma_verify.reports.checks.trained as tr
 import bma_verify.reports.claims.exp_robustness as robustness
 from bma_verify.model.gpt_training import (GPT_READINGS, bma_reading, kl_per_context, kl_references)
 from bma_verify.model.presets import preset_configs
@@ -67,20 +68,29 @@ def _quick():
     return CheckContext(tier="quick", seed=0)
 
 
-def test_a_converged_gpt_that_ignores_the_context_is_not_reproduced(monkeypatch):
-    # the uniform-parent mixture on every seed with a flat curve: 3 of 3 converged seeds miss the rule, so the
-    # standard-transformer part (and the claim) reads NOT REPRODUCED; at quick every GPT reading trains, the
-    # deciding one on 3 seeds and each diagnostic on 2 (reference: the plan, written out here by hand)
+def test_a_converged_gpt_that_ignores_the_context_is_not_reproduced_once_each_miss_is_confirmed(monkeypatch):
+    # the uniform-parent mixture on every seed with a flat curve: 3 of 3 converged seeds miss the rule. At quick no
+    # continuation runs (reports.protocol.CONTINUED), so the misses stay unconfirmed and the claim is inconclusive,
+    # saying why; with continuations that leave each run where it is (a stand-in), the standard-transformer part
+    # (and the claim) reads NOT REPRODUCED. At quick every GPT reading trains, the deciding one on 3 seeds and each
+    # diagnostic on 2 (reference: the plan, written out here by hand)
     trained = _patch(monkeypatch, lambda i: ("uniform", "flat"))
     outcome = robustness.exp_robustness(_quick())
     deciding = robustness.DECIDING_GPT["quick"]
     gpt = outcome.measured[deciding]
-    assert outcome.verdict == "fail" and gpt["verdict"] == "fail"
-    assert outcome.reason.startswith(f"standard transformer ({deciding})")
+    assert outcome.verdict == "inconclusive" and gpt["verdict"] == "inconclusive"
+    assert outcome.seeds["counts"]["unconfirmed_miss"] == 3 and "quick tier runs no continuation" in gpt["reason"]
     assert {label: trained.count(label) for label in set(trained)} == {
         label: 3 if label == deciding else 2 for label in GPT_READINGS}
+    monkeypatch.setattr(tr, "continues", lambda ctx, name: True)
+    monkeypatch.setattr(tr, "continue_run", lambda run, quiet=True: run)
+    outcome = robustness.exp_robustness(_quick())
+    gpt = outcome.measured[deciding]
+    assert outcome.verdict == "fail" and gpt["verdict"] == "fail"
+    assert outcome.reason.startswith(f"standard transformer ({deciding})")
     record = outcome.seeds
-    assert record["counts"] == {"meet": 0, "miss": 3, "undecided": 0, "not_converged": 0}
+    assert record["counts"] == {"meet": 0, "miss": 3, "unconfirmed_miss": 0, "still_learning": 0, "undecided": 0,
+                                "not_converged": 0}
     # the first seed's KL is that of the uniform-parent mixture, a reference level of the same run
     assert gpt["kl"] == pytest.approx(gpt["kl_uniform_parent"]) and gpt["kl"] > gpt["kl_bma_minus_one"]
     assert outcome.measured["absolute"]["reason"].startswith("quick tier cannot decide")
@@ -103,9 +113,10 @@ def test_every_quick_diagnostic_gpt_has_its_own_verdict_and_never_decides(monkey
         if label == deciding:
             continue
         m = outcome.measured[label]
-        assert m["decides"] is None and m["verdict"] == "fail" and m["seeds"] == 2
+        assert m["decides"] is None and m["verdict"] == "inconclusive" and m["seeds"] == 2  # misses unconfirmed
         assert m["kl"] == pytest.approx(m["kl_uniform_parent"]) and m["kl"] > m["kl_bma_minus_one"]
-        assert outcome.seeds["readings"][label]["counts"] == {"meet": 0, "miss": 2, "undecided": 0,
+        assert outcome.seeds["readings"][label]["counts"] == {"meet": 0, "miss": 0, "unconfirmed_miss": 2,
+                                                              "still_learning": 0, "undecided": 0,
                                                               "not_converged": 0}
         assert f"{label} (GPT" in outcome.summary and label not in outcome.reason
         assert outcome.converged["diagnostics"][label]["converged_seeds"] == 2  # recorded beside the deciding ones
@@ -163,7 +174,8 @@ def test_the_count_rule_leaves_a_split_reading_inconclusive(monkeypatch):
     # reference: the count rule by hand. 2 of 3 seeds meet, 1 misses: needs 3 of 3, so inconclusive with counts
     _patch(monkeypatch, lambda i: ("uniform", "flat") if i == 2 else ("bma", "flat"))
     gpt = robustness.exp_robustness(_quick()).measured[robustness.DECIDING_GPT["quick"]]
-    assert gpt["verdict"] == "inconclusive" and gpt["reason"].startswith("count rule undecided: 2 of 3 seeds meet")
+    assert gpt["verdict"] == "inconclusive" and gpt["reason"].startswith(
+        "count rule undecided, misses unconfirmed: 2 of 3 seeds meet")
     # 2 converged misses and one seed still improving: neither side reaches 3, the seed is named not converged
     _patch(monkeypatch, lambda i: ("uniform", "falling") if i == 0 else ("uniform", "flat"))
     outcome = robustness.exp_robustness(_quick())
@@ -192,7 +204,8 @@ def test_the_near_miss_control_and_its_power_over_examples_read(monkeypatch):
 def test_a_gpt_no_better_than_the_near_miss_fails(monkeypatch):
     # the rule itself on a run that predicts exactly as BMA reading L − 1 (the control as a trained run): fail
     _patch(monkeypatch, lambda i: ("minus_one", "flat"))
-    assert robustness.exp_robustness(_quick()).measured[robustness.DECIDING_GPT["quick"]]["verdict"] == "fail"
+    outcome = robustness.exp_robustness(_quick())
+    assert outcome.seeds["statuses"] == ["fail"] * 3  # the deciding reading's seeds
     assert robustness.kl_side(0.010, 0.010, 0.0) == "fail"
     assert robustness.kl_side(0.009, 0.010, 0.001) == "noise" and robustness.kl_side(0.007, 0.010, 0.001) == "pass"
 

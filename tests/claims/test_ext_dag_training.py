@@ -61,24 +61,30 @@ def test_converged_runs_at_bma_pass_and_the_near_miss_is_rejected(monkeypatch):
     out = E.ext_dag_training(CheckContext(tier="quick", seed=0))
     assert settle(out) == ("pass", "")
     assert out.control.rejected and out.control.measured["examples"] == 4
-    assert out.seeds["counts"] == {"meet": 3, "miss": 0, "undecided": 0, "not_converged": 0}
+    assert out.seeds["counts"] == {"meet": 3, "miss": 0, "unconfirmed_miss": 0, "still_learning": 0, "undecided": 0,
+                                   "not_converged": 0}
     assert out.seeds["metrics"]["lpa_gap"]["median"] == pytest.approx(0.005)
 
 
 @pytest.mark.parametrize("examples", [2, 4])
-def test_a_converged_model_that_cannot_represent_bma_fails(monkeypatch, examples):
-    # stand-in: BMA reading only the last m of the 5 examples (its law cannot be the full posterior), flat curves
+def test_a_converged_model_that_cannot_represent_bma_misses_on_every_seed(monkeypatch, examples):
+    # stand-in: BMA reading only the last m of the 5 examples (its law cannot be the full posterior), flat curves:
+    # every seed misses the rule; no continuation is built for these runs (reports.protocol.CONTINUED), so the misses
+    # stay unconfirmed: inconclusive, saying so, never passed
     _patch(monkeypatch, [_reading(examples, 1000 + i) for i in range(3)])
     out = E.ext_dag_training(CheckContext(tier="quick", seed=0))
-    assert out.converged["plateaued"] and settle(out) == ("fail", "")
-    assert out.seeds["counts"]["miss"] == 3
+    assert out.converged["plateaued"] and out.seeds["statuses"] == ["fail"] * 3
+    assert out.seeds["counts"]["unconfirmed_miss"] == 3
+    verdict, reason = settle(out)
+    assert verdict == "inconclusive" and "no continuation to 2× the steps is built for these runs" in reason
 
 
 def test_count_rule_needs_every_seed_of_three(monkeypatch):
     bad = _reading(2)
     _patch(monkeypatch, [GOOD, GOOD, bad])
     verdict, reason = settle(E.ext_dag_training(CheckContext(tier="quick", seed=0)))
-    assert verdict == "inconclusive" and reason.startswith("count rule undecided: 2 of 3 seeds meet the rule, 1 miss")
+    assert verdict == "inconclusive" and reason.startswith("count rule undecided, misses unconfirmed: 2 of 3 seeds "
+                                                           "meet the rule, 0 miss")
     _patch(monkeypatch, [bad, bad, bad], shape="falling")  # still improving: no seed counts either way
     out = E.ext_dag_training(CheckContext(tier="quick", seed=0))
     assert not out.converged["plateaued"] and settle(out)[0] == "inconclusive"
