@@ -80,21 +80,28 @@ def exponential_rate(x, errors, floor: float = 1e-10, ceiling: float = 1e-2) -> 
 
 
 def construction_error_vs_L(kernel, Ls, H: int, n_contexts: int, *, rng: np.random.Generator,
-                            beta: float = 50.0, selector=None) -> dict:
+                            beta: float = 50.0, selector=None, reader: str = "construction") -> dict:
     """Mean over contexts and h >= 1 of ‖f_h − π(·|x_pa(h))‖₁ for the Theorem 1 model at each L, both rules.
 
     ``selector`` (d, d), when given, replaces log π in every W_KQ block (a planted wrong construction; a zero
-    block is a selector at initialisation, which averages the candidates whatever L is).
+    block is a selector at initialisation, which averages the candidates whatever L is). ``reader`` ``"bma"`` puts
+    ``numerics.bma_predictive`` in the model's place for both rules (``thm1-construction``'s positive control: the
+    ideal the construction approximates, computed without the model).
 
     Returns a dict with ``L`` and, per rule, ``mean`` and ``stderr`` (standard error over contexts).
     """
+    if reader not in ("construction", "bma"):
+        raise ValueError(f"reader must be 'construction' or 'bma', got {reader!r}")
     out: dict = {"L": [int(L) for L in Ls]}
     for rule in ("logit", "mixture"):
         means, errs = [], []
         for L in Ls:
             batch = numerics.sample_task(kernel, n_contexts, int(L), H, rng=rng)
-            model = _construction(kernel, int(L), beta, rule, H, selector)
-            _, probs = model_outputs(model, batch.context, batch.query)
+            if reader == "bma":
+                probs = numerics.bma_predictive(kernel, batch.context, batch.query)
+            else:
+                _, probs = model_outputs(_construction(kernel, int(L), beta, rule, H, selector), batch.context,
+                                         batch.query)
             parent_tokens = np.take_along_axis(batch.query, batch.parents[:, 1:], axis=1)  # (B, H-1)
             target = kernel[parent_tokens]  # (B, H-1, d)
             per_context = np.abs(probs[:, 1:] - target).sum(-1).mean(-1)  # (B,)
