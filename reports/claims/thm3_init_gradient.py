@@ -277,7 +277,8 @@ def pibar_check(ctx: CheckContext) -> CheckOutcome:
     non-stationary μ₀ (two findings), on the shared sweep and the stored search instance.
 
     Verdict: fail when a finding is refuted, else pass. Control: the shuffled parent label of the sweep, judged by
-    the same argmax rule in the π̄ form.
+    the same argmax rule in the π̄ form. No positive control: no μ₀ is known (proved) under which the π̄ form's
+    largest entry must sit at pa(h); under a stationary μ₀ it is observed only (see the stationary check).
     """
     result = thm3_sweep(ctx)
     counts = result.counts
@@ -458,6 +459,8 @@ def stationary_check(ctx: CheckContext) -> CheckOutcome:
     Cauchy–Schwarz and the SDPI bound ×0.95, η in place of √η, the identity with π's stationary law under a
     Dirichlet μ₀, the singular-pair equation under a Dirichlet μ₀), judged by the same rule; the weaker sufficient
     condition with its allowance widened to admit the known J-form counterexample (which violates J(pa) > J(h')).
+    No positive control: its input already is the ideal (random instances inside the proved statement's hypothesis,
+    the steps of the proof itself), so a positive control would repeat the check.
     """
     evidence = _stationary_evidence(ctx)
     verdict, rejected = _stationary_decision(evidence)
