@@ -97,7 +97,7 @@ def _curves_control(ctx: CheckContext, kernel, batch) -> tuple[Control, tuple, t
     return control, shifted, uniform
 
 
-def _curves_positive(ctx: CheckContext, vs_beta: dict) -> PositiveControl:
+def ideal_curves_control(ctx: CheckContext, vs_beta: dict) -> PositiveControl:
     """Each half of the rule on its ideal: for β, errors falling exactly as e^{−β} (the symbolic check's leading
     term) from the check's own error at the smallest β; for L, BMA itself (numerics.bma_predictive, no model) on
     fresh contexts in both rule slots. It fails if the β grid cannot reach CONSTRUCTION_TOL at that rate, or if
@@ -148,7 +148,7 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
     """Error of the construction against β (exponential fit) and against L (prediction → π(·|x_pa)).
 
     Control: a row-shifted and a zero W_KQ. Positive control: the leading term e^{−β} and BMA itself
-    (:func:`_curves_positive`).
+    (:func:`ideal_curves_control`).
     """
     kernel = seeded_kernel(ctx, "thm1-curves", 5)
     batch = numerics.sample_task(kernel, CONTEXTS[ctx.tier], 6, 10, rng=ctx.rng("thm1-curves:contexts"))
@@ -176,7 +176,7 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
         figures=draw_figure(ctx, "thm1_construction_curves.png",
                             lambda path: _draw_curves(path, vs_beta, fit, vs_L, Ls)),
         instance=None if ok else {"kernel": kernel.tolist()},
-        control=control, positive_control=_curves_positive(ctx, vs_beta),
+        control=control, positive_control=ideal_curves_control(ctx, vs_beta),
         # errors: measured spread ≤ 1.1e-16 over OMP_NUM_THREADS=1|2 × ATEN_CPU_CAPABILITY=default|avx2 and
         # ≤ 2.2e-15 against the reference report (another build); 1e-12 is a ×400 margin.
         # History: docs/notes/thm1-construction.md.
