@@ -80,21 +80,28 @@ def exponential_rate(x, errors, floor: float = 1e-10, ceiling: float = 1e-2) -> 
 
 
 def construction_error_vs_L(kernel, Ls, H: int, n_contexts: int, *, rng: np.random.Generator,
-                            beta: float = 50.0, selector=None) -> dict:
+                            beta: float = 50.0, selector=None, reader: str = "construction") -> dict:
     """Mean over contexts and h >= 1 of ‖f_h − π(·|x_pa(h))‖₁ for the Theorem 1 model at each L, both rules.
 
     ``selector`` (d, d), when given, replaces log π in every W_KQ block (a planted wrong construction; a zero
-    block is a selector at initialisation, which averages the candidates whatever L is).
+    block is a selector at initialisation, which averages the candidates whatever L is). ``reader`` ``"bma"`` puts
+    ``numerics.bma_predictive`` in the model's place for both rules (``thm1-construction``'s positive control: the
+    ideal the construction approximates, computed without the model).
 
     Returns a dict with ``L`` and, per rule, ``mean`` and ``stderr`` (standard error over contexts).
     """
+    if reader not in ("construction", "bma"):
+        raise ValueError(f"reader must be 'construction' or 'bma', got {reader!r}")
     out: dict = {"L": [int(L) for L in Ls]}
     for rule in ("logit", "mixture"):
         means, errs = [], []
         for L in Ls:
             batch = numerics.sample_task(kernel, n_contexts, int(L), H, rng=rng)
-            model = _construction(kernel, int(L), beta, rule, H, selector)
-            _, probs = model_outputs(model, batch.context, batch.query)
+            if reader == "bma":
+                probs = numerics.bma_predictive(kernel, batch.context, batch.query)
+            else:
+                _, probs = model_outputs(_construction(kernel, int(L), beta, rule, H, selector), batch.context,
+                                         batch.query)
             parent_tokens = np.take_along_axis(batch.query, batch.parents[:, 1:], axis=1)  # (B, H-1)
             target = kernel[parent_tokens]  # (B, H-1, d)
             per_context = np.abs(probs[:, 1:] - target).sum(-1).mean(-1)  # (B,)
@@ -151,27 +158,32 @@ def _gradient_form(kernel, parents, h: int, init, tokens, form: str) -> tuple[np
 
 
 def init_gradient_comparison(kernel, parents, init, n: int, *, rng: np.random.Generator,
-                             form: str = "pibar") -> dict:
+                             form: str = "pibar", reader: str = "autograd") -> dict:
     """Autograd gradient of the real model against a closed form and against that form's exact expectation.
 
     Per sampled chain: max |autograd − closed form| over h, h'. Averaged over n chains: the largest
     |mean − exact expectation| / standard error over all (h, h'). ``form`` (one of :data:`GRADIENT_FORMS`):
     ``pibar`` is the closed form of ``thm3-init-gradient`` with the expectation of
     ``numerics.init_gradient(method="exact")``; ``marginal`` is the planted wrong one of the check's negative
-    control (π̄ replaced by P(x_h), expectation (1/h) J(h') from ``numerics.chi2_gain``).
+    control (π̄ replaced by P(x_h), expectation (1/h) J(h') from ``numerics.chi2_gain``). ``reader``
+    ``"closed-form"`` puts the closed form itself in the model's place (the check's positive control: the ideal
+    model, whose means can still miss the exact expectation if that expectation is wrong or the sample unlucky).
     """
     if form not in GRADIENT_FORMS:
         raise ValueError(f"form must be one of {GRADIENT_FORMS}, got {form!r}")
+    if reader not in ("autograd", "closed-form"):
+        raise ValueError(f"reader must be 'autograd' or 'closed-form', got {reader!r}")
     parents = np.asarray(parents)
     H = parents.shape[0]
     query = numerics.sample_chains(kernel, parents, n, rng=rng, init=init)  # (n, H)
-    grad = selector_score_gradient(kernel, query)  # (n, H, H)
+    grad = selector_score_gradient(kernel, query) if reader == "autograd" else None  # (n, H, H)
     closed_error, z_max, rows = 0.0, 0.0, []
     for h in range(1, H):
         closed, exact = _gradient_form(kernel, parents, h, init, query[:, : h + 1], form)  # (n, h), (h,)
-        closed_error = max(closed_error, float(np.abs(grad[:, h, :h] - closed).max()))
-        mean = grad[:, h, :h].mean(0)
-        se = grad[:, h, :h].std(0, ddof=1) / np.sqrt(n)
+        read = closed if grad is None else grad[:, h, :h]
+        closed_error = max(closed_error, float(np.abs(read - closed).max()))
+        mean = read.mean(0)
+        se = read.std(0, ddof=1) / np.sqrt(n)
         # at h = 1 the gradient is exactly 0 for every chain (one candidate): se = 0 and any nonzero
         # expectation gives an infinite z, which is right
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -222,10 +222,11 @@ def entry_margin(values: np.ndarray, index: int) -> float:
     return float(values[index] - np.delete(values, index).max())
 
 
-def thm3_sets_sweep(rng: np.random.Generator, n_instances: int) -> dict:
+def thm3_sets_sweep(rng: np.random.Generator, n_instances: int, ranges: dict = DAG_RANGES) -> dict:
     """For every position h > k of random DAGs and both μ₀: margins of the true set in both forms, and of a
     uniformly drawn *other* set (the shuffled label of the control of ``ext-dag-thm3-sets``). Violations (margin <
-    −tie) are counted per form and μ₀ with the smallest instance by (H, d, k, instance index, h)."""
+    −tie) are counted per form and μ₀ with the smallest instance by (H, d, k, instance index, h). ``ranges``: those
+    of :func:`numerics.dag_law.draw_dag_instance` (k = (1, 1): trees, the claim's positive control)."""
     counts: dict[str, int] = {}
     smallest: dict[str, dict | None] = {}
     keys: dict[str, tuple] = {}
@@ -236,7 +237,7 @@ def thm3_sets_sweep(rng: np.random.Generator, n_instances: int) -> dict:
         counts[key] = counts.get(key, 0) + 1
 
     for index in range(n_instances):
-        instance = draw_dag_instance(rng)
+        instance = draw_dag_instance(rng, ranges)
         for kind in INIT_KINDS:
             init = None if kind == "stationary" else instance["init"]
             for h in range(instance["k"] + 1, instance["H"]):

@@ -9,13 +9,16 @@ rule with the true-set label moved to a random other candidate. History: docs/no
 from __future__ import annotations
 
 from bma_verify.numerics.dag_gradient import recheck_stored_thm3, thm3_sets_sweep
-from bma_verify.numerics.dag_law import INIT_KINDS
+from bma_verify.numerics.dag_law import DAG_RANGES, INIT_KINDS
 from bma_verify.reports.checks.dag_common import IDENTITY_ATOL
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, PositiveControl, Table
 
 #: Random DAG instances of the sweep (every position h > k, both μ₀).
 SIZES = {"quick": {"thm3_instances": 120}, "full": {"thm3_instances": 2000}}
+#: The J form's positive control: k = 1 (trees) under a stationary μ₀ (π > 0), where Theorem 3's J form is proved
+#: (thm3-init-gradient's stationary check); random trees per tier.
+TREE_INSTANCES = {"quick": 30, "full": 200}
 #: The two forms of the expected init gradient, as the report names them.
 FORMS = {"approximate": "J form (P(x_h) for π̄)", "exact": "exact π̄ form"}
 #: The smallest Theorem 3 counterexamples (``numerics.dag_thm3_sweep(0, 2000)``; tests/test_dag_theory.py),
@@ -81,6 +84,23 @@ def form_findings(sweep: dict, stored: dict, form: str) -> tuple[list[Finding], 
     return findings, smallest_any
 
 
+def tree_j_form_positive(ctx: CheckContext) -> PositiveControl:
+    """The J form's argmax rule, through the same sweep code, on the closest input a theorem covers: k = 1 (a tree)
+    under a stationary μ₀, proved by thm3-init-gradient's stationary check. It fails if one stationary position
+    puts another candidate above the parent or J(S_h) ≠ I_χ² there.
+
+    The exact π̄ form has none: no μ₀ and no k is known (proved) to make its true set the largest.
+    """
+    sweep = thm3_sets_sweep(ctx.rng("ext-dag-thm3-sets/trees"), TREE_INSTANCES[ctx.tier], dict(DAG_RANGES, k=(1, 1)))
+    violations = sweep["counts"].get("stationary/violations/approximate", 0)
+    positions = sweep["counts"].get("stationary/positions", 0)
+    return PositiveControl("random trees (k = 1) under a stationary μ₀, where the J form is proved "
+                           "(thm3-init-gradient), through the same sweep and argmax rule",
+                           {"positions": positions, "violations": violations,
+                            "identity_error": sweep["identity_error"]},
+                           decide_argmax(violations, sweep["identity_error"]) == "pass" and positions > 0)
+
+
 def _summary(form: str, m: dict, stored: dict, control: Control) -> str:
     margins_text = ", ".join(f"{stored[kind]['margin_' + form]:.2e}" for kind in INIT_KINDS)
     return (f"{FORMS[form]}: on {m['positions']} positions of random DAGs (k ∈ {{2, 3}}, both μ₀) the true set's "
@@ -122,6 +142,7 @@ def thm3_outcome(ctx: CheckContext, form: str) -> CheckOutcome:
         threshold="the true set's entry ≥ every other entry (ties within 1e-12 allowed)",
         summary=_summary(form, measured, stored, control), tables=[_table(form, counts, stored)],
         findings=findings, control=control, instance=smallest_any if verdict == "fail" else None,
+        positive_control=tree_j_form_positive(ctx) if form == "approximate" else None,
         # exact float64 sums; margins carry rounding ~1e-16: abs 1e-13
         tolerances={"worst_margin": {"abs": 1e-13}, "identity_error": {"abs": 1e-13},
                     "stored_margins": {"abs": 1e-13}})
@@ -129,13 +150,14 @@ def thm3_outcome(ctx: CheckContext, form: str) -> CheckOutcome:
 
 def ext_dag_thm3_sets_j(ctx: CheckContext) -> CheckOutcome:
     """Theorem 3 for sets, J form: is J(S_h) the largest over the C(h, k) candidate sets (stationary and
-    non-stationary μ₀)? Control: the shuffled true-set label."""
+    non-stationary μ₀)? Control: the shuffled true-set label. Positive control: :func:`tree_j_form_positive`."""
     return thm3_outcome(ctx, "approximate")
 
 
 def ext_dag_thm3_sets_pibar(ctx: CheckContext) -> CheckOutcome:
     """Theorem 3 for sets, exact π̄ form: is the exact expected init gradient largest at S_h? Control: the
-    shuffled true-set label."""
+    shuffled true-set label. No positive control: no input is known (proved) on which the π̄ form's rule must
+    pass (for trees too it is observed only)."""
     return thm3_outcome(ctx, "exact")
 
 

@@ -75,8 +75,35 @@ def exchanged_exact(ctx: CheckContext, weight: float) -> dict:
             "rejected": decide_exact(-smallest, error) != "pass"}
 
 
+#: The positive control's kernel: x → x + 1 (mod d) with probability 1 − IDEAL_NOISE, else uniform.
+IDEAL_NOISE = 0.1
+
+
+def cyclic_kernel(d: int, noise: float = IDEAL_NOISE) -> np.ndarray:
+    """A noisy cyclic shift: each lag's sequences follow x_t = x_{t−k} + 1 (mod d) with probability 1 − noise."""
+    return (1.0 - noise) * np.roll(np.eye(d), 1, axis=1) + noise / d
+
+
+def cyclic_exact_positive(ctx: CheckContext) -> PositiveControl:
+    """The exact rule on an input where the claim is known true by Gibbs' inequality with room to spare: on the
+    noisy cyclic kernel the expected gap is KL(P_k* ‖ P_k) > 0, the lags' laws differing at every step. The first
+    case's (d, lags, T), every true lag. It fails if the enumeration or the closed form is wrong."""
+    d, lags, T = EXACT_CASES[ctx.tier][0]
+    kernel = cyclic_kernel(d)
+    gaps = [(k_star, enumerated_loglik_gap(kernel, lags, k_star, T)) for k_star in lags]
+    min_gap = min(float(min(g for k, g in zip(lags, gap) if k != k_star)) for k_star, gap in gaps)
+    error = max(float(np.abs(gap - expected_loglik_gap(kernel, lags, k_star, T)).max()) for k_star, gap in gaps)
+    return PositiveControl(f"a noisy cyclic kernel (x → x + 1 mod d w.p. {1 - IDEAL_NOISE:g}; Gibbs: every gap is "
+                           f"a KL divergence between distinct laws) on the case d = {d}, lags {lags}, T = {T}, judged "
+                           "by the same rule", {"min_gap": min_gap, "formula_error": error},
+                           decide_exact(min_gap, error) == "pass")
+
+
 def claim1_exact(ctx: CheckContext) -> CheckOutcome:
-    """Exact check: the expected gap by enumeration on small cases, every true lag, every other lag."""
+    """Exact check: the expected gap by enumeration on small cases, every true lag, every other lag.
+
+    Control: the closest pair exchanged near rows = μ. Positive control: :func:`cyclic_exact_positive`.
+    """
     records = exact_records(ctx)
     min_gap, error = min(r["min_gap"] for r in records), max(r["formula_error"] for r in records)
     power = [exchanged_exact(ctx, w) for w in POWER_WEIGHTS]
@@ -100,7 +127,7 @@ def claim1_exact(ctx: CheckContext) -> CheckOutcome:
                 f"({'rejected' if control.rejected else 'NOT rejected'}).",
         tables=[Table("expected log-likelihood gap, true lag vs the closest other lag (nats)",
                       ["d", "K", "T", "true lag", "smallest gap", "closed form vs enumeration"], rows)],
-        control=control,
+        control=control, positive_control=cyclic_exact_positive(ctx),
         # float64 sums over d^T terms (NumPy only): abs 1e-12 guards rounding
         tolerances={"min_gap": {"abs": 1e-12}, "formula_error": {"abs": 1e-12},
                     "control_exchanged_gap": {"abs": 1e-12}})

@@ -335,6 +335,17 @@ def _planted_alpha_control(worst: dict) -> Control:
                    rejected=not planted["holds"])
 
 
+def sdpi_alpha_positive(worst: dict) -> PositiveControl:
+    """The control's pair against the α a theorem guarantees: η_KL of the pair's own channel x_pa → x_h' (the SDPI),
+    re-checked by the same verifier. It fails if the verifier, the ratio or η_KL is wrong."""
+    top = worst["ratio"].instance
+    ideal = check_instance(dict(top, alpha="sdpi"))
+    return PositiveControl(f"the sweep's largest-ratio pair (ratio {top['ratio']:.6f}) against α = η_KL of its own "
+                           "channel (the SDPI theorem), re-checked by check_instance",
+                           {"alpha": ideal["alpha_value"], "ratio": ideal["ratio"], "holds": ideal["holds"]},
+                           ideal["holds"])
+
+
 def _ratio_over_alpha_figure(ctx: CheckContext, result) -> str:
     """Histograms of ratio / α per candidate."""
     fig, ax = new_figure(figsize=(6, 3.5))
@@ -393,7 +404,8 @@ def alpha_candidates_check(ctx: CheckContext) -> CheckOutcome:
 
     Verdict: fail when a candidate is refuted or a consistency check breaks (η_KL of the pair's own channel, a
     theorem, exceeded: a bug), else pass. Control: α just below the exact ratio of the sweep's largest-ratio pair
-    must be reported violated by the same verifier (``reports.search.check_instance``).
+    must be reported violated by the same verifier (``reports.search.check_instance``). Positive control: the same
+    pair against η_KL of its own channel, which the SDPI theorem guarantees (:func:`sdpi_alpha_positive`).
     """
     result = lemma3_sweep(ctx)
     counts, worst = result.counts, result.worst
@@ -406,6 +418,7 @@ def alpha_candidates_check(ctx: CheckContext) -> CheckOutcome:
     refuted = [f for f in findings if f.status == "refuted"]
     verdict = "fail" if refuted or evidence["violations"]["sdpi"] != 0 else "pass"
     control = _planted_alpha_control(worst)
+    positive = sdpi_alpha_positive(worst)
     centres = 0.5 * (HISTOGRAM_EDGES[1:] + HISTOGRAM_EDGES[:-1])
     mean_ratio_over_alpha = {name: float(result.histograms[f"ratio_over_alpha/{name}"] @ centres / max(pairs, 1))
                              for name in CANDIDATE_LABELS}
@@ -417,7 +430,7 @@ def alpha_candidates_check(ctx: CheckContext) -> CheckOutcome:
         verdict=verdict, measured=jsonable(_alpha_measured(counts, worst, evidence, pairs, ancestor_pairs)),
         threshold={"candidates": "ratio ≤ α + rounding on every pair", "sdpi_violations": 0},
         summary=_alpha_summary(findings, evidence, pairs, ancestor_pairs, control),
-        figures=[figure], findings=findings, control=control,
+        figures=[figure], findings=findings, control=control, positive_control=positive,
         holds_instead=alpha_holds_instead(findings, evidence, ancestor_pairs),
         instance=refuted[0].instance if refuted else None,
         tables=[Table("candidate α", ["id", "candidate", "violations", "of which h' ancestor of pa",

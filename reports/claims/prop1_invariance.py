@@ -13,7 +13,7 @@ from bma_verify.numerics.invariance import prop1_shift_effects
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.claims.exp_fig6_column_alignment import exp_fig6_column_alignment
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl
 from bma_verify.theory.invariance import (derive_prop1_invariance, perturb_prop1_invariance, transposed_column_shift,
                                           verify_prop1_invariance)
 
@@ -50,23 +50,48 @@ def _invariant(changes) -> bool:
     return float(np.max(changes)) <= SHIFT_ATOL
 
 
-def exact_check(ctx: CheckContext) -> CheckOutcome:
-    """selector_attention under W + 1aᵀ (unchanged) and W + b1ᵀ (changed in general), random W, a, b.
+def _decide_shifts(column, row) -> str:
+    """The exact check's rule: no column shift moves A^(2) (SHIFT_ATOL) and at least half the row shifts do."""
+    return "pass" if _invariant(column) and float(np.mean(row > SHIFT_ATOL)) >= 0.5 else "fail"
 
-    Control: the row shift W + b1ᵀ claimed invariant, judged by the same invariance rule.
-    """
-    rng = ctx.rng("prop1-invariance/numeric")
+
+def constant_shift_positive(draws: list, rng: np.random.Generator) -> PositiveControl:
+    """The rule on its ideal column shift: a = c·1, c ~ N(0, 1), so W + 1aᵀ = W + c11ᵀ adds one constant to every
+    score, which any softmax ignores (a route independent of Prop. 1), beside the draws' own row shifts. It fails if
+    selector_attention is not a softmax of the scores or its rounding exceeds SHIFT_ATOL."""
     column, row = [], []
-    for _ in range(PROP1_DRAWS[ctx.tier]):
-        d, H, L = int(rng.integers(2, 8)), int(rng.integers(2, 10)), int(rng.integers(1, 6))
-        out = prop1_shift_effects(rng.normal(size=(d, d)), rng.normal(size=d), rng.normal(size=d),
-                                  rng.integers(0, d, size=(L, H)))
+    for W, b, context in draws:
+        out = prop1_shift_effects(W, np.full(W.shape[0], rng.normal()), b, context)
         column.append(out["column_shift_change"])
         row.append(out["row_shift_change"])
     column, row = np.array(column), np.array(row)
+    return PositiveControl("each draw's column shift replaced by a constant one, a = c·1 (W + c11ᵀ: invisible to any "
+                           "softmax), beside the draws' own row shifts, judged by the same rule",
+                           {"column_shift_change_max": float(column.max()),
+                            "row_shift_changed_fraction": float(np.mean(row > SHIFT_ATOL))},
+                           _decide_shifts(column, row) == "pass")
+
+
+def exact_check(ctx: CheckContext) -> CheckOutcome:
+    """selector_attention under W + 1aᵀ (unchanged) and W + b1ᵀ (changed in general), random W, a, b.
+
+    Control: the row shift W + b1ᵀ claimed invariant, judged by the same invariance rule. Positive control: a
+    constant column shift (:func:`constant_shift_positive`).
+    """
+    rng = ctx.rng("prop1-invariance/numeric")
+    column, row, draws = [], [], []
+    for _ in range(PROP1_DRAWS[ctx.tier]):
+        d, H, L = int(rng.integers(2, 8)), int(rng.integers(2, 10)), int(rng.integers(1, 6))
+        W, a, b, context = (rng.normal(size=(d, d)), rng.normal(size=d), rng.normal(size=d),
+                            rng.integers(0, d, size=(L, H)))
+        out = prop1_shift_effects(W, a, b, context)
+        column.append(out["column_shift_change"])
+        row.append(out["row_shift_change"])
+        draws.append((W, b, context))
+    column, row = np.array(column), np.array(row)
     changed = float(np.mean(row > SHIFT_ATOL))
     threshold = {"column_shift_change_max": SHIFT_ATOL, "row_shift_changed_fraction_min": 0.5}
-    verdict = "pass" if _invariant(column) and changed >= 0.5 else "fail"
+    verdict = _decide_shifts(column, row)
     control = Control("the row shift W + b1ᵀ claimed invariant, judged by the same rule (max change ≤ 1e-12)",
                       {"row_shift_change_max": float(row.max())}, rejected=not _invariant(row))
     return CheckOutcome(
@@ -78,7 +103,7 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
                 f"W + b1ᵀ changes it in {100 * changed:.0f}% of draws (median max change {np.median(row):.2f}; "
                 "unchanged only for H = 2, where a single candidate has weight 1); the row shift claimed invariant "
                 f"is rejected (max change {row.max():.2f}).",
-        control=control,
+        control=control, positive_control=constant_shift_positive(draws, ctx.rng("prop1-invariance/constant-shift")),
         # column_shift_change_max is rounding (~1e-15; per seed: docs/notes/prop1-invariance.md): 1e-13 is above
         # rounding and below the 1e-12 threshold
         tolerances={"column_shift_change_max": {"abs": 1e-13}})

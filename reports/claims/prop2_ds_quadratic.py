@@ -288,6 +288,17 @@ def _decide_ffn(ffn: dict, fit: dict) -> dict:
 
 # ------------------------------------------------------------------------------------------------- checks
 
+def key_norm_positive(key_norm: dict) -> PositiveControl:
+    """The fitter on its ideal: the key-norm family (bilinear W plus the key-only term) contains the exact DS
+    posterior, so the same fitter must reach it (held-out gap < KEY_NORM_TOL at every L'). This is the rule's
+    fitter half; the gap half has no ideal, since the only posterior known to lie outside the bilinear family is
+    the one under test. It fails when the fitter misses a known optimum (then no gap it reports is evidence)."""
+    worst = float(max(key_norm["gap_eval"]))
+    return PositiveControl("the same fitter on the key-norm family, which contains the exact posterior: its held-out "
+                           f"gap must stay below {KEY_NORM_TOL:g} nats at every L' it is fitted at",
+                           {"max_gap_eval": worst, "L": key_norm["L"]}, worst < KEY_NORM_TOL)
+
+
 def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
     """Exact check: the best bilinear W against the exact DS posterior, gap vs L'.
 
@@ -297,6 +308,7 @@ def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
 
     Control: the same fit and rule applied to :func:`numerics.ds_fit.bilinear_only_log_posterior` (the exact
     score without its key-only term, a bilinear posterior by construction); the rule must find no gap there.
+    Positive control: the fitter on the key-norm family, which contains the posterior (:func:`key_norm_positive`).
     """
     s, fits = _sizes(ctx), _fit_curves(ctx)
     A, bil, kn, ctl = fits["A"], fits["bilinear"], fits["key_norm"], fits["control"]
@@ -328,7 +340,7 @@ def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
         summary=render.fit_summary(READINGS, bil, kn, ctl, rule, small, c_star, closing, control),
         derivation=render.DERIVATION, tables=render.fit_tables(bil, kn, ctl, c_star),
         figures=[render.fit_figure(ctx, READINGS, bil, kn, ctl)], instance=instance, control=control,
-        tolerances=FIT_TOLERANCES,
+        positive_control=key_norm_positive(kn), tolerances=FIT_TOLERANCES,
     )
 
 

@@ -97,6 +97,26 @@ def _curves_control(ctx: CheckContext, kernel, batch) -> tuple[Control, tuple, t
     return control, shifted, uniform
 
 
+def ideal_curves_control(ctx: CheckContext, vs_beta: dict) -> PositiveControl:
+    """Each half of the rule on its ideal: for β, errors falling exactly as e^{−β} (the symbolic check's leading
+    term) from the check's own error at the smallest β; for L, BMA itself (numerics.bma_predictive, no model) on
+    fresh contexts in both rule slots. It fails if the β grid cannot reach CONSTRUCTION_TOL at that rate, or if
+    the L grid and contexts cannot resolve BMA's own fall towards π(·|x_pa)."""
+    err = vs_beta["attention_error"]
+    leading = {"attention_error": list(err[0] * np.exp(BETAS[0] - np.asarray(BETAS)))}
+    sizes = CURVE_SIZES[ctx.tier]
+    kernel = seeded_kernel(ctx, "thm1-curves", 5)
+    bma = analysis.construction_error_vs_L(kernel, sizes["L_grid"], 10, sizes["L_contexts"],
+                                           rng=ctx.rng("thm1-curves:L-ideal"), reader="bma")
+    decided = _decide_curves(leading, None, bma)
+    return PositiveControl("β half: errors falling exactly as e^{−β} from the check's own error at the smallest β; L "
+                           "half: BMA itself (numerics.bma_predictive) on fresh contexts; each judged by its half "
+                           "of the same rule", {"leading_error_at_largest_beta": leading["attention_error"][-1],
+                                                "bma_error_vs_L": bma["mixture"]["mean"],
+                                                "bma_stderr_vs_L": bma["mixture"]["stderr"], **decided},
+                           decided["beta"] and decided["L"])
+
+
 def _draw_curves(path, vs_beta: dict, fit: dict, vs_L: dict, Ls) -> None:
     """Left: error against β with its fit; right: prediction error against L, both output rules."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
@@ -125,7 +145,11 @@ def _curves_summary(vs_beta: dict, fit: dict, vs_L: dict, Ls, shifted: tuple, un
 
 
 def exact_check(ctx: CheckContext) -> CheckOutcome:
-    """Error of the construction against β (exponential fit) and against L (prediction → π(·|x_pa))."""
+    """Error of the construction against β (exponential fit) and against L (prediction → π(·|x_pa)).
+
+    Control: a row-shifted and a zero W_KQ. Positive control: the leading term e^{−β} and BMA itself
+    (:func:`ideal_curves_control`).
+    """
     kernel = seeded_kernel(ctx, "thm1-curves", 5)
     batch = numerics.sample_task(kernel, CONTEXTS[ctx.tier], 6, 10, rng=ctx.rng("thm1-curves:contexts"))
     Ls = CURVE_SIZES[ctx.tier]["L_grid"]
@@ -152,7 +176,7 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
         figures=draw_figure(ctx, "thm1_construction_curves.png",
                             lambda path: _draw_curves(path, vs_beta, fit, vs_L, Ls)),
         instance=None if ok else {"kernel": kernel.tolist()},
-        control=control,
+        control=control, positive_control=ideal_curves_control(ctx, vs_beta),
         # errors: measured spread ≤ 1.1e-16 over OMP_NUM_THREADS=1|2 × ATEN_CPU_CAPABILITY=default|avx2 and
         # ≤ 2.2e-15 against the reference report (another build); 1e-12 is a ×400 margin.
         # History: docs/notes/thm1-construction.md.

@@ -283,12 +283,27 @@ def _capped(values: np.ndarray, L_values) -> np.ndarray:
     return np.concatenate([values[:q], np.full(len(values) - q, values[q])])
 
 
+def exact_limit_control(kernel, parents, L_values, out: dict) -> PositiveControl:
+    """The limit rule on its ideal input, on the flip instance: the worst pair's exact P(S_L ≤ 0) (a closest
+    competitor's error, which Theorem 2's argument sends to 0) in place of the sampled argmax error, with the Wilson
+    interval of the same number of contexts. It fails if that exact error is not resolvably lower at the largest L
+    than at a quarter of it (a grid too short, or too few contexts)."""
+    exact = exact_rates(kernel, parents, L_values, out).max(axis=1)
+    low, high = wilson_interval(np.rint(exact * out["contexts"]), out["contexts"])
+    verdict = _decide_limit(L_values, low, high)
+    return PositiveControl("on the flip instance (d = 2, exact by convolution), the worst pair's exact P(S_L ≤ 0) "
+                           "as the error curve, with the Wilson interval of the same number of contexts, judged by "
+                           "the same rule", {"L": L_values, "exact_error": exact.tolist(), "verdict": verdict},
+                           verdict == "pass")
+
+
 def limit_check(ctx: CheckContext) -> CheckOutcome:
     """The posterior's argmax error against L falls towards 0 (Theorem 2 as stated: A^(2) → e_pa as L → ∞), on the
     samples of the bound check.
 
     Control: a posterior that stops reading examples at a quarter of the largest L (error frozen there), judged
-    by the same rule: an error settled at a floor must not read as vanishing.
+    by the same rule: an error settled at a floor must not read as vanishing. Positive control:
+    :func:`exact_limit_control`.
     """
     measured, control_measured, rows = {}, {}, []
     for name, (_, _, L_values, out) in _error_rates(ctx).items():
@@ -312,7 +327,7 @@ def limit_check(ctx: CheckContext) -> CheckOutcome:
         summary=f"{summary}. Control: a posterior that stops reading at a quarter of the largest L is "
                 f"{'rejected' if control.rejected else 'NOT rejected'}.",
         tables=[Table("argmax error vs L", ["instance", "L", "worst argmax error", "low", "high"], rows)],
-        control=control)
+        control=control, positive_control=exact_limit_control(*_error_rates(ctx)["flip"]))
 
 
 def _thm2_rule(ctx: CheckContext, Ls: list, acc: list, bma: list, se: float) -> dict:

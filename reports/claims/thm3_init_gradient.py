@@ -32,8 +32,8 @@ from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.claims.thm3_init_gradient_boundary import (boundary_evidence, boundary_figure, boundary_holds,
                                                                    boundary_measured, boundary_sentence,
                                                                    boundary_tables, closest_violation)
-from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, HoldsInstead, Table, jsonable,
-                                     new_figure)
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, HoldsInstead, PositiveControl, Table,
+                                     jsonable, new_figure)
 from bma_verify.reports.search import check_instance
 from bma_verify.theory.gradient import (derive_thm3_init_gradient, kernel_mean_for_marginal, perturb_thm3_init_gradient,
                                         verify_thm3_init_gradient)
@@ -137,13 +137,23 @@ def _j_form_outcome(violations: int, swept: int, stored: list) -> str:
     return text + (f"; the other stored instances hold ({'; '.join(holding)})" if holding else "")
 
 
+def stationary_j_form_control(counts: dict, identity_errors) -> PositiveControl:
+    """The J form's argmax rule on the input the theorem covers (proved: ``stationary_check``): the sweep's own cases
+    under a stationary μ₀. It fails if a single stationary case puts another candidate above pa(h)."""
+    violations = counts.get("stationary/violations/approximate", 0)
+    cases = counts.get("stationary/positions", 0) - counts.get("stationary/ties/approximate", 0)
+    return PositiveControl("the sweep's stationary-μ₀ cases alone (where the J form is proved, see the stationary "
+                           "check), judged by the same argmax rule", {"violations": violations, "cases": cases},
+                           _decide_argmax(violations, identity_errors) == "pass" and cases > 0)
+
+
 def exact_check(ctx: CheckContext) -> CheckOutcome:
     """Theorem 3 as the paper writes it ('≈'): with the marginal P(x_h) in place of π̄, E = (1/h) J(h') (enumeration
     over sequences against pairwise joints), J(pa) = I_χ² and J(pa) > J(h') for every other h', stationary and
     non-stationary μ₀, by exact enumeration on the sweep and on the stored instance.
 
     Control: a shuffled parent label (a uniformly drawn other candidate claimed to be the parent at every position),
-    judged by the same argmax rule.
+    judged by the same argmax rule. Positive control: the stationary-μ₀ cases of the same sweep (proved).
     """
     result = thm3_sweep(ctx)
     counts = result.counts
@@ -186,6 +196,7 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
                 f"A shuffled parent label fails the same rule in {control_violations} of {control_cases} cases "
                 "(control).",
         figures=[figure], instance=instance, control=control,
+        positive_control=stationary_j_form_control(counts, identities.values()),
         # exact float64 values, spread 0 over threads/CPU capability (seed 0). smallest_margin (1.1e-4) is a
         # difference of exact sums: rel 1e-6. The identity errors are rounding (≤ 1e-15): 1e-13, far below 1e-10
         tolerances={"smallest_margin": {"rel": 1e-6}, "max_chi2_identity_error": {"abs": 1e-13},
@@ -266,7 +277,8 @@ def pibar_check(ctx: CheckContext) -> CheckOutcome:
     non-stationary μ₀ (two findings), on the shared sweep and the stored search instance.
 
     Verdict: fail when a finding is refuted, else pass. Control: the shuffled parent label of the sweep, judged by
-    the same argmax rule in the π̄ form.
+    the same argmax rule in the π̄ form. No positive control: no μ₀ is known (proved) under which the π̄ form's
+    largest entry must sit at pa(h); under a stationary μ₀ it is observed only (see the stationary check).
     """
     result = thm3_sweep(ctx)
     counts = result.counts
@@ -447,6 +459,8 @@ def stationary_check(ctx: CheckContext) -> CheckOutcome:
     Cauchy–Schwarz and the SDPI bound ×0.95, η in place of √η, the identity with π's stationary law under a
     Dirichlet μ₀, the singular-pair equation under a Dirichlet μ₀), judged by the same rule; the weaker sufficient
     condition with its allowance widened to admit the known J-form counterexample (which violates J(pa) > J(h')).
+    No positive control: its input already is the ideal (random instances inside the proved statement's hypothesis,
+    the steps of the proof itself), so a positive control would repeat the check.
     """
     evidence = _stationary_evidence(ctx)
     verdict, rejected = _stationary_decision(evidence)
@@ -574,16 +588,19 @@ def _decide_gradient(result: dict) -> str:
 
 
 def model_check(ctx: CheckContext) -> CheckOutcome:
-    """Autograd gradient of StructuredTransformer at p̂ = 0 vs the closed form, and its mean vs init_gradient."""
+    """Autograd gradient of StructuredTransformer at p̂ = 0 vs the closed form, and its mean vs init_gradient.
+
+    Control: the marginal form taken as exact. Positive control: the closed form in the model's place (same chains).
+    """
     d, H = 3, 6
     kernel = seeded_kernel(ctx, "thm3-model", d)
     parents = numerics.random_parents(H, rng=ctx.rng("thm3-model:tree"))
     inits = {"stationary": None, "non-stationary": ctx.rng("thm3-model:init").dirichlet(np.ones(d))}
     n = MODEL_SAMPLES[ctx.tier]
 
-    def compare(form: str) -> dict:
-        # the same chains (same generator seed) for both forms: only the closed form differs
-        results = {label: analysis.init_gradient_comparison(kernel, parents, init, n, form=form,
+    def compare(form: str, reader: str = "autograd") -> dict:
+        # the same chains (same generator seed) for both forms and readers: only the closed form or reader differs
+        results = {label: analysis.init_gradient_comparison(kernel, parents, init, n, form=form, reader=reader,
                                                             rng=ctx.rng(f"thm3-model:{label}"))
                    for label, init in inits.items()}
         finite = [z for r in results.values() for row in r["rows"] for z in row["z"] if math.isfinite(z)]
@@ -591,8 +608,12 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
                 "closed_form_max_error": max(r["closed_form_max_error"] for r in results.values()),
                 "max_z": max(r["max_z"] for r in results.values()), "max_finite_z": max(finite, default=0.0)}
 
-    real, wrong = compare("pibar"), compare("marginal")
+    real, wrong, ideal = compare("pibar"), compare("marginal"), compare("pibar", "closed-form")
     verdict = _decide_gradient(real)
+    positive = PositiveControl("the closed form itself in the model's place (the ideal model) on the same chains, its "
+                               "means against the exact expectation by the same rule",
+                               {"closed_form_max_error": ideal["closed_form_max_error"], "max_z": ideal["max_z"]},
+                               _decide_gradient(ideal) == "pass")
     control = Control("the paper's approximate form as if it were exact: π̄ replaced by the marginal P(x_h), "
                       "expectation (1/h) J(h')",
                       {"closed_form_max_error": wrong["closed_form_max_error"], "max_z": wrong["max_z"],
@@ -618,7 +639,7 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
         tables=[Table("mean autograd gradient vs exact expectation", ["μ₀", "h", "pa(h)", "autograd mean", "SE",
                                                                        "exact"], rows)],
         instance=None if verdict != "fail" else {"kernel": kernel.tolist(), "parents": parents.tolist()},
-        control=control,
+        control=control, positive_control=positive,
         # closed form: 3.3e-16 everywhere, spread 0 over OMP_NUM_THREADS=1|2 × ATEN_CPU_CAPABILITY=default|avx2
         # and against the reference; 1e-12 is a hundredth of its threshold. max_z is a statistic of seeded chains
         # that only rounding moves: spread 0 over those settings, 1.9e-14 against the reference; 1e-9
