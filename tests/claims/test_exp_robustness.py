@@ -13,12 +13,13 @@ import pytest
 
 import bma_verify.model.tuning as tuning
 import bma_verify.reports.claims.exp_robustness as robustness
+import bma_verify.reports.robustness_plan as robustness_plan
 from bma_verify.model.gpt_training import (GPT_READINGS, bma_reading, kl_per_context, kl_references)
-from bma_verify.model.presets import preset_configs
 from bma_verify.model.train_config import config_record
 from bma_verify.model.training import TrainRun, eval_batch, run_kernel
 from bma_verify.reports.checks.trained import training_seeds
 from bma_verify.reports.core import CheckContext, settle
+from bma_verify.reports.plans import preset_configs
 from bma_verify.reports.render_evidence import seeds_line, seeds_table
 from tests.trained_stand_ins import held_out_curve, stand_in_run
 
@@ -203,19 +204,20 @@ def test_report_training_seeds_never_enter_tuning(monkeypatch):
     for tier in ("quick", "full"):
         for seed in training_seeds(CheckContext(tier=tier, seed=0), "robustness"):
             with pytest.raises(ValueError, match="development seeds"):
-                tuning.run_grid([robustness.DECIDING_GPT["quick"]], [seed])
+                robustness_plan.run_tier_grid([robustness.DECIDING_GPT["quick"]], [seed], tier=tier)
     with pytest.raises(ValueError, match="readings"):
-        tuning.run_grid(["gpt-d9"], [1000])
+        tuning.run_grid(["gpt-d9"], [1000], scale=robustness_plan.GPT_SCALE["quick"], contexts=64)
 
 
 def test_the_grid_declares_its_settings_and_picks_the_lowest_median_kl():
     # reference: the declared grid by hand (16 settings); width 64 (median of 0.01, 0.02, 0.03 = 0.02) beats 128 (0.025)
     assert len(tuning.grid_settings()) == 16
     assert {s["width"] for s in tuning.grid_settings()} == {64, 128}
-    c = tuning.grid_config("gpt-d3-rope", {"width": 128, "heads": 8, "lr": 1e-3, "batch_size": 256}, tier="quick",
-                           seed=1000)
+    c = robustness_plan.tier_grid_config("gpt-d3-rope", {"width": 128, "heads": 8, "lr": 1e-3, "batch_size": 256},
+                                         tier="quick", seed=1000)
     assert (c.model.depth, c.model.position, c.model.width, c.model.heads) == (3, "rope", 128, 8)
-    assert c.steps * c.batch_size == tuning.GRID_CONTEXTS["quick"]
+    assert c.steps * c.batch_size == robustness_plan.GRID_CONTEXTS["quick"]
+    assert {"d": c.d, "H": c.H, "L": c.L} == robustness_plan.GPT_SCALE["quick"]
     rows = [{"reading": "r", "width": w, "heads": 4, "lr": 1e-3, "batch_size": 64, "kl": kl}
             for w, kl in ((64, 0.03), (64, 0.01), (64, 0.02), (128, 0.025))]
     assert tuning.best_settings(rows)["r"] == {"width": 64, "heads": 4, "lr": 1e-3, "batch_size": 64, "kl": 0.02}
