@@ -223,6 +223,20 @@ def test_the_grid_declares_its_settings_and_picks_the_lowest_median_kl():
     assert tuning.best_settings(rows)["r"] == {"width": 64, "heads": 4, "lr": 1e-3, "batch_size": 64, "kl": 0.02}
 
 
+def test_the_tuning_command_line_trains_at_the_tiers_sizes_and_refuses_report_seeds(tmp_path, monkeypatch):
+    # reference: the full tier's sizes as the notes state them (fig2's setting d = 5, H = 10, L = 10; 102 400 contexts
+    # per run); a report seed or an existing --out file is refused before anything trains
+    monkeypatch.setattr(tuning, "train_gpt", lambda *a, **k: pytest.fail("trained"))
+    assert robustness_plan.main(["--seeds", "5", "--out", str(tmp_path / "grid.json")]) == 2
+    (tmp_path / "old.json").write_text("{}")
+    assert robustness_plan.main(["--seeds", "1000", "--out", str(tmp_path / "old.json")]) == 2
+    seen = {}
+    monkeypatch.setattr(robustness_plan, "run_grid", lambda readings, seeds, **k: seen.update(k, seeds=seeds) or [])
+    assert robustness_plan.main(["--tier", "full", "--seeds", "1000", "--out", str(tmp_path / "grid.json")]) == 0
+    assert seen["scale"] == {"d": 5, "H": 10, "L": 10} and seen["contexts"] == 102_400
+    assert seen["seeds"] == [1000] and seen["record"] == {"tier": "full"}
+
+
 def test_with_two_jobs_every_planned_run_trains_once_in_the_executor_and_is_read_from_the_cache(monkeypatch):
     # how the full tier fits its 60 minutes on 2 cores: the planned (reading, seed) runs go to the executor in one
     # map, each then read from the cache, never retrained. Reference: the plan (SEED_PLAN), the report's training
