@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from bma_verify.model.presets import preset_configs
 from bma_verify.model.training import build_model, run_kernel, step_batch, train, training_loss
+from bma_verify.reports.plans import preset_configs
 
 
 class PlainAttentionModel(nn.Module):

@@ -142,7 +142,7 @@ def generalization_grid(metrics_by_run: dict, path) -> str:
     ax.set_ylabel(r"parent-selection loss $L_{\mathrm{pa}}^{L'}$ (nats; ± 2 s.e.)")
     ax.set_yscale("log")
     tested = sorted({int(k) for m in metrics_by_run.values() for k in m["by_test_L"]})
-    if len(tested) <= 10:  # each tested L' labelled; the full tier's 30 would crowd: integer ticks instead
+    if len(tested) <= 10:  # each tested L' labelled; the paper's 30 (fig5) would crowd: integer ticks instead
         ax.set_xticks(tested, [str(L) for L in tested])
     else:
         ax.xaxis.set_major_locator(MaxNLocator(nbins=7, integer=True))
@@ -153,7 +153,7 @@ def generalization_grid(metrics_by_run: dict, path) -> str:
     gaps = np.array([[metrics_by_run[label]["by_test_L"][str(L)]["parent_loss"]
                       - metrics_by_run[label]["by_test_L"][str(L)]["bma_parent_loss"] for L in Ls] for label in labels])
     image = heat.imshow(gaps, aspect="auto", cmap="magma", vmin=0.0)
-    every = -(-len(Ls) // 10)  # at most 10 labelled columns: the full tier tests 30 L'
+    every = -(-len(Ls) // 10)  # at most 10 labelled columns: the paper's fig5 tests 30 L'
     heat.set_xticks(range(0, len(Ls), every), [str(L) for L in Ls[::every]], fontsize=7)
     heat.set_yticks(range(len(labels)), labels, fontsize=7)
     heat.set_xlabel("test examples $L'$")

@@ -32,28 +32,8 @@ from bma_verify.model.training import TrainRun, eval_batch, learning_rate, run_k
 #: reading (two attention-only layers were found too few for a related task, selective induction).
 GPT_READINGS = {"gpt-d2-absolute": (2, "absolute"), "gpt-d2-rope": (2, "rope"),
                 "gpt-d3-absolute": (3, "absolute"), "gpt-d3-rope": (3, "rope")}
-#: The task's sizes per tier: the full tier is fig2's setting (110 stream tokens); the quick tier a declared reduced
-#: scale (16 tokens) whose run one core trains in ~35 s.
-GPT_SCALE = {"quick": {"d": 5, "H": 4, "L": 3}, "full": {"d": 5, "H": 10, "L": 10}}
 #: The setting shared by every reading's development run (width 64, 4 heads, lr 3e-3, batch 64).
 GPT_SHARED = {"width": 64, "heads": 4, "lr": 3e-3, "batch_size": 64}
-#: The reading that decides the standard-transformer part per tier, and its best grid setting (model/tuning.py): the
-#: strongest on the tier's development seeds (quick: lowest KL at the shared setting, seed 1000; full: lowest median
-#: KL over seeds 1000 and 1001 at each reading's best setting), by rules written in docs/notes/exp-robustness.md
-#: before the runs.
-GPT_DECIDING = {"quick": ("gpt-d2-absolute", {"width": 128, "heads": 8, "lr": 1e-3, "batch_size": 64}),
-                "full": ("gpt-d2-rope", {"width": 128, "heads": 4, "lr": 3e-3, "batch_size": 64})}
-#: The setting of each reading per tier: the deciding reading's best; the others, diagnostics, at the shared setting,
-#: because their own best settings on 2 report seeds do not fit the tier's budget beside it (full: 60 minutes; quick:
-#: `make test` within 9 minutes), by the budget rules in the notes.
-GPT_TUNED = {tier: {**{reading: dict(GPT_SHARED) for reading in GPT_READINGS}, deciding: dict(best)}
-             for tier, (deciding, best) in GPT_DECIDING.items()}
-#: Contexts, evaluations and held-out contexts of a GPT run per tier (steps = contexts / batch; the plateau test
-#: judges the last 20% of steps). Quick: 64 000 contexts (1000 steps at batch 64). Full: 102 400 contexts (1600 steps
-#: at batch 64), what the 60-minute budget of the full tier's exp-robustness affords on 2 cores, set from step times
-#: alone (docs/notes/exp-robustness.md); 25 evaluations, so the plateau window holds 5.
-GPT_SCHEDULE = {"quick": {"contexts": 64_000, "evaluations": 20, "eval_contexts": 512},
-                "full": {"contexts": 102_400, "evaluations": 25, "eval_contexts": 2048}}
 #: A held-out KL curve whose drop over the plateau window is at most this (nats) is flat whatever its noise: a
 #: tenth of what BMA reading L − 1 of the L examples costs at the quick scale (0.010 nats, development seed 1000).
 KL_RESOLUTION = 0.001
@@ -68,15 +48,23 @@ def gpt_config(config: TrainConfig) -> GPTConfig:
                      position=o.position)
 
 
-def gpt_preset_runs(tier: str) -> dict[str, TrainConfig]:
-    """The GPT runs of exp-robustness at ``tier``: every reading at its tuned setting, AdamW with nanoGPT's weight
-    decay 0.1 on matrices (seed 0 and device "auto"; ``preset_configs`` sets them)."""
-    runs, schedule = {}, GPT_SCHEDULE[tier]
+def gpt_runs(scale: dict, settings: dict[str, dict], schedule: dict) -> dict[str, TrainConfig]:
+    """The GPT runs of exp-robustness: every reading of :data:`GPT_READINGS` at its setting, AdamW with nanoGPT's
+    weight decay 0.1 on matrices (seed 0 and device "auto"; the report's plan sets them).
+
+    Parameters
+    ----------
+    scale : the task's sizes, ``{"d", "H", "L"}``
+    settings : reading -> ``{"width", "heads", "lr", "batch_size"}``
+    schedule : ``{"contexts", "evaluations", "eval_contexts"}``: contexts trained on (steps = contexts / batch),
+        held-out evaluations per run and held-out contexts
+    """
+    runs = {}
     for reading, (depth, position) in GPT_READINGS.items():
-        s = GPT_TUNED[tier][reading]
+        s = settings[reading]
         steps = schedule["contexts"] // s["batch_size"]
         runs[reading] = TrainConfig(model=GPTOptions(depth=depth, position=position, width=s["width"],
-                                                     heads=s["heads"]), **GPT_SCALE[tier], lr=s["lr"],
+                                                     heads=s["heads"]), **scale, lr=s["lr"],
                                     batch_size=s["batch_size"], weight_decay=0.1, steps=steps,
                                     eval_every=steps // schedule["evaluations"],
                                     eval_contexts=schedule["eval_contexts"])

@@ -11,8 +11,6 @@ import numpy as np
 
 #: Development seeds (tuning, probes) are integers >= this; report training seeds are below it.
 DEV_SEED_MIN = 1000
-#: Training seeds per trained reproduction: at least 3 in the quick tier and at least 5 in the full tier.
-SEEDS_PER_TIER = {"quick": 3, "full": 5}
 
 
 def report_training_seeds(report_seed: int, protocol_sha256: str, n: int) -> list[int]:

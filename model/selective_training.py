@@ -47,7 +47,7 @@ from bma_verify.numerics.task import random_kernel
 
 #: Held-out sequences whose lag posterior and trained attention a run keeps for the check's figure.
 FIGURE_SEQUENCES = 500
-#: The runs the recipe was set on: batch 1024 on the five full-tier run seeds of an earlier report (taken before
+#: The runs the recipe was set on: batch 1024 on the five run seeds of an earlier full report (taken before
 #: development seeds were kept apart, and never report training seeds now: those are below 1000); K = 16 by a
 #: declared grid on development seeds 1000-1002 at the quick size (docs/notes/footnote1-selective-induction.md).
 RECIPE_SEEDS = {"tuned_on": (2081840208, 1312501242, 1353313570, 1985430135, 1966898927),

@@ -2,32 +2,24 @@
 
 For each reading (depth 2 or 3, absolute or rotary positions) every setting of width {64, 128} × heads {4, 8} ×
 lr {1e-3, 3e-3} × batch {64, 256} trains on the same number of contexts (so a larger batch takes fewer steps) and
-is scored by its final held-out KL(BMA ‖ model) and its plateau test. The report's presets take the best setting
-per reading; the report's own training seeds never enter here (:func:`bma_verify.model.seeds.require_dev_seeds`).
-
-    python -m bma_verify.model.tuning --tier quick --seeds 1000 --out grid.json
-    python -m bma_verify.model.tuning --seeds 1001 --readings gpt-d2-absolute --setting 64 4 0.003 64 \
-        --contexts 256000 --out long.json   # one longer run
-
-Results and commands: docs/notes/exp-robustness.md.
+is scored by its final held-out KL(BMA ‖ model) and its plateau test. The report's plan takes the best setting per
+reading; the report's own training seeds never enter here (:func:`bma_verify.model.seeds.require_dev_seeds`). The
+task's sizes and contexts are arguments; the command line that reads them from the report's plan is
+``python -m bma_verify.reports.robustness_plan``. Results and commands: docs/notes/exp-robustness.md.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
-import sys
 from pathlib import Path
 
 from bma_verify.model._common import write_json_atomic
 from bma_verify.model.convergence import run_plateau
-from bma_verify.model.gpt_training import GPT_READINGS, GPT_SCALE, GPT_SCHEDULE, KL_RESOLUTION, train_gpt
+from bma_verify.model.gpt_training import GPT_READINGS, KL_RESOLUTION, train_gpt
 from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.model.train_config import GPTOptions, TrainConfig
 
 #: The declared grid (the same for every reading).
 GRID = {"width": (64, 128), "heads": (4, 8), "lr": (1e-3, 3e-3), "batch_size": (64, 256)}
-#: Contexts each grid run trains on, per tier (steps = contexts / batch): what the tier's own runs train on.
-GRID_CONTEXTS = {tier: schedule["contexts"] for tier, schedule in GPT_SCHEDULE.items()}
 #: Evaluations per grid run (the plateau test needs at least 5 in its window).
 GRID_EVALUATIONS = 12
 
@@ -38,14 +30,14 @@ def grid_settings() -> list[dict]:
     return [dict(zip(names, values)) for values in itertools.product(*GRID.values())]
 
 
-def grid_config(reading: str, setting: dict, *, tier: str, seed: int, contexts: int | None = None) -> TrainConfig:
-    """The run of ``setting`` for ``reading`` (a key of ``GPT_READINGS``) at the tier's scale on ``seed``, training
-    on ``contexts`` contexts (default ``GRID_CONTEXTS[tier]``)."""
+def grid_config(reading: str, setting: dict, *, scale: dict, contexts: int, seed: int) -> TrainConfig:
+    """The run of ``setting`` for ``reading`` (a key of ``GPT_READINGS``) at the task sizes ``scale``
+    (``{"d", "H", "L"}``) on ``seed``, training on ``contexts`` contexts (steps = contexts / batch)."""
     depth, position = GPT_READINGS[reading]
-    steps = (contexts or GRID_CONTEXTS[tier]) // setting["batch_size"]
+    steps = contexts // setting["batch_size"]
     eval_every = max(1, steps // GRID_EVALUATIONS)
     options = GPTOptions(depth=depth, position=position, width=setting["width"], heads=setting["heads"])
-    return TrainConfig(model=options, **GPT_SCALE[tier], lr=setting["lr"], batch_size=setting["batch_size"],
+    return TrainConfig(model=options, **scale, lr=setting["lr"], batch_size=setting["batch_size"],
                        steps=steps, warmup=max(1, steps // 10), eval_every=eval_every, eval_contexts=512,
                        weight_decay=0.1, seed=seed, device="cpu")
 
@@ -60,21 +52,21 @@ def grid_row(run, reading: str, setting: dict) -> dict:
             "best_parent_accuracy": max(layer["parent_accuracy"] for layer in m["attention"])}
 
 
-def run_grid(readings, seeds, *, tier: str = "quick", out: Path | None = None, settings=None,
-             contexts: int | None = None) -> list[dict]:
-    """Train every (reading, setting, seed) of the grid (or of ``settings``) on development ``seeds``, each on
-    ``contexts`` contexts; rows as :func:`grid_row`, written to ``out`` (JSON, rewritten atomically after each run)
-    when given."""
+def run_grid(readings, seeds, *, scale: dict, contexts: int, out: Path | None = None, settings=None,
+             record: dict | None = None) -> list[dict]:
+    """Train every (reading, setting, seed) of the grid (or of ``settings``) on development ``seeds`` at the task
+    sizes ``scale``, each on ``contexts`` contexts; rows as :func:`grid_row`, written to ``out`` (JSON with the
+    grid, the contexts and ``record``'s entries, rewritten atomically after each run) when given."""
     seeds = require_dev_seeds(seeds)
     unknown = [r for r in readings if r not in GPT_READINGS]
     if unknown:
         raise ValueError(f"readings must be among {', '.join(GPT_READINGS)}, got {unknown}")
     rows = []
     for setting, reading, seed in itertools.product(settings or grid_settings(), readings, seeds):
-        config = grid_config(reading, setting, tier=tier, seed=seed, contexts=contexts)
+        config = grid_config(reading, setting, scale=scale, contexts=contexts, seed=seed)
         rows.append(grid_row(train_gpt(config), reading, setting))
         if out is not None:
-            write_json_atomic(out, {"tier": tier, "grid": GRID, "contexts": contexts or GRID_CONTEXTS[tier],
+            write_json_atomic(out, {**(record or {}), "scale": scale, "grid": GRID, "contexts": contexts,
                                     "rows": rows})
     return rows
 
@@ -90,34 +82,3 @@ def best_settings(rows: list[dict]) -> dict:
         if reading not in best or score < best[reading]["kl"]:
             best[reading] = {**dict(zip(GRID, values)), "kl": score}
     return best
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tier", choices=("quick", "full"), default="quick")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1000], help="development seeds (>= 1000)")
-    parser.add_argument("--readings", nargs="+", default=list(GPT_READINGS))
-    parser.add_argument("--out", type=Path, required=True, help="JSON file for the grid (must not exist)")
-    parser.add_argument("--contexts", type=int, help="contexts each run trains on (default: the tier's)")
-    parser.add_argument("--setting", nargs=4, type=float, metavar=("WIDTH", "HEADS", "LR", "BATCH"),
-                        help="one setting instead of the whole grid")
-    args = parser.parse_args(argv)
-    if args.out.exists():
-        print(f"error: --out {args.out} exists; choose another file", file=sys.stderr)
-        return 2
-    settings = None if args.setting is None else [
-        {"width": int(args.setting[0]), "heads": int(args.setting[1]), "lr": args.setting[2],
-         "batch_size": int(args.setting[3])}]
-    try:
-        rows = run_grid(args.readings, args.seeds, tier=args.tier, out=args.out, settings=settings,
-                        contexts=args.contexts)
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    for reading, best in best_settings(rows).items():
-        print(reading, best)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -474,7 +474,7 @@ def _use_threads(threads: int) -> None:
 
 def _train(args) -> int:
     from bma_verify.model.ds import train_ds_preset
-    from bma_verify.model.presets import train_preset
+    from bma_verify.reports.plans import train_preset
 
     _use_threads(args.threads)
     created = args.out is not None and not Path(args.out).exists()

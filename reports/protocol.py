@@ -19,8 +19,10 @@ from importlib import import_module
 from pathlib import Path
 
 from bma_verify.model import continuation, convergence
-from bma_verify.model.seeds import SEEDS_PER_TIER
 
+#: Training seeds per trained reproduction (``model.seeds.report_training_seeds`` draws them): at least 3 in the quick
+#: tier and at least 5 in the full tier.
+SEEDS_PER_TIER = {"quick": 3, "full": 5}
 #: Run set → the claim modules (``bma_verify.reports.claims.<name>``) that decide on its runs, the first one owning
 #: the notes page that lists the protocol's revisions.
 RUN_SETS = {

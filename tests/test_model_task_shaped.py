@@ -313,12 +313,12 @@ def test_trained_task_shaped_transformer_leaves_the_uniform_attention_plateau():
 
 @pytest.mark.slow
 def test_relative_task_shaped_transformer_learns_to_divide_the_examples():
-    """The quick tier's relative-position run (model/presets.py), 250 of its steps on report seed 1's training seed
-    (~35 s on one core): parent accuracy well above chance (uniform A^(2): mean over h of 1/h at H = 6, 0.457) and
+    """The quick tier's relative-position run (reports/robustness_plan.py), 250 of its steps on report seed 1's
+    training seed (~35 s on one core): parent accuracy well above chance (uniform A^(2): mean over h of 1/h at H = 6, 0.457) and
     at least three of the four examples copied at the same position by a head of their own. With the absolute
     model's qk_gain 4 it stays at 0.454 (docs/notes/exp-robustness.md), so this fails if the bias is drowned."""
     from bma_verify.model.analysis import task_shaped_head_summary
-    from bma_verify.model.presets import preset_configs
+    from bma_verify.reports.plans import preset_configs
     from bma_verify.model.training import eval_batch, train
 
     config = replace(preset_configs("robustness", tier="quick", seed=1962963093274989103, device="cpu")["task-shaped"],

@@ -1,6 +1,7 @@
-"""Tests of model/presets.py: the table of runs per (preset, tier) holds the measured configurations (their history:
-docs/notes/presets.md, docs/notes/exp-fig5-generalization.md, docs/notes/exp-robustness.md), ``preset_configs``
-sets seed, device, steps and output rule on it, and ``train_preset`` writes what ``bma-verify train`` promises.
+"""Tests of reports/plans.py and model/presets.py: the table of runs per (preset, tier) holds the measured
+configurations (their history: docs/notes/presets.md, docs/notes/exp-fig5-generalization.md,
+docs/notes/exp-robustness.md), ``preset_configs`` sets seed, device, steps and output rule on it, and
+``train_preset`` writes what ``bma-verify train`` promises.
 """
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import pytest
 import torch
 
 from bma_verify.model import analysis
-from bma_verify.model.presets import (FIG5_R2_PREFIX, FIG5_TEST_L, FIG5_TRAIN_L, PRESET_RUNS, PRESETS,
-                                      TASK_SHAPED_FIG2, TIERS, fig5_heads, fig5_readings, preset_configs, train_preset)
 from bma_verify.model.gpt_training import GPT_READINGS
+from bma_verify.model.presets import FIG5_R2_PREFIX, fig5_readings
 from bma_verify.model.train_config import AbsoluteOptions, StructuredOptions
 from bma_verify.model.training import build_model, eval_batch, evaluate, run_kernel, train
+from bma_verify.reports.plans import (FIG5_TEST_L, FIG5_TRAIN_L, PRESET_RUNS, PRESETS, TIERS, fig5_heads,
+                                      preset_configs, train_preset)
+from bma_verify.reports.robustness_plan import TASK_SHAPED_FIG2
 
 #: fig2's recipe as measured (K = 32, w_L held 100 steps, W_KQ decay 0.1, a 0.99 weight average)
 FIG2_RECIPE = {"K": 32, "w_L_delay": 100, "selector_weight_decay": 0.1, "ema": 0.99}

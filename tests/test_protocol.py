@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import pytest
 
 import bma_verify.reports.checks.trained as trained
-from bma_verify.model.seeds import SEEDS_PER_TIER, report_training_seeds
+from bma_verify.model.seeds import report_training_seeds
 from bma_verify.reports.core import CheckContext
-from bma_verify.reports.protocol import (RUN_SETS, canonical_json, notes_claim, protocol, protocol_hash,
-                                         protocol_record, revisions, run_plan, run_set_of)
+from bma_verify.reports.protocol import (RUN_SETS, SEEDS_PER_TIER, canonical_json, notes_claim, protocol,
+                                         protocol_hash, protocol_record, revisions, run_plan, run_set_of)
 
 
 @pytest.mark.parametrize("run_set", sorted(RUN_SETS))

@@ -12,16 +12,16 @@ import bma_verify.reports.checks.trained as trained
 import bma_verify.reports.claims.exp_fig2_attention as fig2
 import bma_verify.reports.claims.exp_fig5_generalization as fig5_claim
 import bma_verify.reports.claims.footnote1_selective_induction as footnote1
-from bma_verify.model.presets import PRESETS, TUNED_ON
-from bma_verify.model.seeds import DEV_SEED_MIN, SEEDS_PER_TIER, report_training_seeds, require_dev_seeds
+from bma_verify.model.seeds import DEV_SEED_MIN, report_training_seeds, require_dev_seeds
 from bma_verify.reports.core import CheckContext
-from bma_verify.reports.protocol import RUN_SETS
+from bma_verify.reports.plans import PRESETS, TUNED_ON
+from bma_verify.reports.protocol import RUN_SETS, SEEDS_PER_TIER
 from tests.trained_stand_ins import stand_in_run
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Functions that train a model: a script calling one of them is tuning or probing code.
 TRAINING_CALLS = {"train", "train_preset", "train_preset_runs", "train_attention_only", "train_selective",
-                  "train_gpt", "run_grid", "tune"}
+                  "train_gpt", "run_grid", "run_tier_grid", "tune"}
 
 
 def test_require_dev_seeds_refuses_report_seeds():
@@ -77,8 +77,9 @@ def _calls(tree: ast.AST) -> set[str]:
 
 
 def tuning_scripts() -> list[Path]:
-    """The probe scripts and the tuning module: every file there that trains is tuning code."""
-    return sorted((ROOT / "docs" / "probes").glob("*.py")) + sorted((ROOT / "model").glob("tuning*.py"))
+    """The probe scripts, the tuning module and its command line: every file there that trains is tuning code."""
+    return (sorted((ROOT / "docs" / "probes").glob("*.py")) + sorted((ROOT / "model").glob("tuning*.py"))
+            + [ROOT / "reports" / "robustness_plan.py"])
 
 
 @pytest.mark.parametrize("path", tuning_scripts(), ids=lambda p: p.name)

@@ -101,7 +101,7 @@ def test_with_two_jobs_every_seeds_runs_train_once_in_the_executor_longest_first
     # how the full tier's fig5 (10 runs a seed) uses both cores: one map over every (seed, run), the largest runs
     # first (steps × batch × stream × heads), each seed's runs then read from the cache in the preset's label order.
     # Reference: the preset's configs and training seeds, enumerated here; train_preset_runs must not be called.
-    from bma_verify.model.presets import preset_configs
+    from bma_verify.reports.plans import preset_configs
     mapped = []
 
     def fake_map(fn, configs, desc=None):
@@ -238,7 +238,7 @@ def test_a_gpt_runs_cost_follows_its_width_and_depth_as_measured():
     # (width 64, 4 heads) 161 s. The estimate must order them and get their ratio within a third.
     from dataclasses import replace
 
-    from bma_verify.model.presets import preset_configs
+    from bma_verify.reports.plans import preset_configs
     from bma_verify.model.train_config import GPTOptions
     base = preset_configs("robustness", tier="full", seed=1000, device="cpu")["gpt-d2-rope"]
     shared = replace(base, model=GPTOptions(depth=2, width=64, heads=4, position="rope"), batch_size=64, steps=1600)

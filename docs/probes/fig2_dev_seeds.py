@@ -16,11 +16,11 @@ import sys
 
 from bma_verify.model import analysis
 from bma_verify.model.convergence import run_plateau
-from bma_verify.model.presets import train_preset_runs
 from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.claims import thm2_consistency as thm2
 from bma_verify.reports.core import CheckContext
+from bma_verify.reports.plans import train_preset_runs
 
 DECIDED = ("gap_to_bma", "parent_loss_gap", "parent_accuracy", "bma_parent_accuracy")
 

@@ -15,9 +15,9 @@ import time
 
 import torch
 
-from bma_verify.model.presets import train_preset_runs
 from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.reports.claims.exp_fig5_generalization import _compute_grids, _seed_decision
+from bma_verify.reports.plans import train_preset_runs
 
 
 def main(steps: int, seeds: list[int]) -> None:

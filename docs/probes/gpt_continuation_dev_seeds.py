@@ -16,9 +16,11 @@ import sys
 
 from bma_verify.model.continuation import continuation_test, continue_run
 from bma_verify.model.convergence import run_plateau
-from bma_verify.model.gpt_training import GPT_DECIDING, KL_RESOLUTION
-from bma_verify.model.presets import preset_configs, train_config
+from bma_verify.model.gpt_training import KL_RESOLUTION
+from bma_verify.model.presets import train_config
 from bma_verify.model.seeds import require_dev_seeds
+from bma_verify.reports.plans import preset_configs
+from bma_verify.reports.robustness_plan import GPT_DECIDING
 
 
 def main(tier: str, seeds: list[int]) -> None:

@@ -13,16 +13,16 @@ from dataclasses import replace
 import torch
 
 from bma_verify.model.gpt_training import train_gpt
-from bma_verify.model.presets import preset_configs
 from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.model.training import train
-from bma_verify.model.tuning import grid_config
+from bma_verify.reports.plans import preset_configs
+from bma_verify.reports.robustness_plan import tier_grid_config
 
 torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
 SEED = require_dev_seeds([1000])[0]
 for width, heads, batch in [(64, 4, 64), (128, 8, 64), (128, 4, 64), (64, 4, 256), (128, 8, 256)]:
     setting = {"width": width, "heads": heads, "lr": 1e-3, "batch_size": batch}
-    config = replace(grid_config("gpt-d2-absolute", setting, tier="full", seed=SEED, contexts=batch * 30),
+    config = replace(tier_grid_config("gpt-d2-absolute", setting, tier="full", seed=SEED, contexts=batch * 30),
                      eval_every=10**6, eval_contexts=64)
     start = time.perf_counter()
     train_gpt(config, quiet=True)

@@ -22,10 +22,10 @@ import torch
 
 import bma_verify.model.training as training
 from bma_verify.model.analysis import task_shaped_head_summary
-from bma_verify.model.presets import preset_configs
 from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.model.train_config import with_changes
 from bma_verify.reports.core import CheckContext
+from bma_verify.reports.plans import preset_configs
 
 
 def main(report_seed: int, changes: dict, extra: dict) -> None:

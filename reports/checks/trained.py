@@ -23,12 +23,13 @@ from bma_verify.model.continuation import RULE as CONTINUATION_RULE
 from bma_verify.model.continuation import continuation_test, continue_run
 from bma_verify.model.convergence import run_plateau
 from bma_verify.model.gpt_training import gpt_multiply_adds
-from bma_verify.model.presets import preset_configs, train_config, train_preset_runs
-from bma_verify.model.seeds import SEEDS_PER_TIER, report_training_seeds
+from bma_verify.model.presets import train_config
+from bma_verify.model.seeds import report_training_seeds
 from bma_verify.model.train_config import GPTOptions
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.core import CheckContext, Control, PositiveControl
-from bma_verify.reports.protocol import CONTINUED, COUNT_FRACTION, protocol, protocol_hash
+from bma_verify.reports.plans import preset_configs, train_preset_runs
+from bma_verify.reports.protocol import CONTINUED, COUNT_FRACTION, SEEDS_PER_TIER, protocol, protocol_hash
 
 #: Thresholds shared by the trained checks, per tier. Quick: L_pa's is set between fig2's quick run on development
 #: seeds 1000-1004 (converged runs: +0.011 to +0.014) and the near-miss control BMA reading 9 of 10 examples (+0.043

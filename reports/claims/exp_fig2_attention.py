@@ -11,7 +11,6 @@ History: docs/notes/exp-fig2-attention.md.
 from __future__ import annotations
 
 from bma_verify.model import figures
-from bma_verify.model.presets import preset_configs
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.checks.trained import (LOSS_COLUMNS, NOISE_BAND, THRESHOLDS, TRAINED_TOL, combine_sides,
                                                confirm_misses, count_verdict, draw_figure, fig2_judge, fig2_sides,
@@ -21,6 +20,7 @@ from bma_verify.reports.checks.trained import (LOSS_COLUMNS, NOISE_BAND, THRESHO
                                                training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
+from bma_verify.reports.plans import preset_configs
 from bma_verify.reports.protocol import run_plan
 
 #: The run's metrics the check reports.

@@ -23,12 +23,13 @@ from bma_verify.model import analysis, figures
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.convergence import runs_plateau
 from bma_verify.model.generalization import end_to_end_grid, held_out_batches, reader_grids, selector_only_grid
-from bma_verify.model.presets import FIG5_R2_PREFIX, fig5_readings, preset_configs
+from bma_verify.model.presets import FIG5_R2_PREFIX, fig5_readings
 from bma_verify.reports.checks.trained import (NOISE_BAND, combine_sides, count_rule_text, count_verdict, draw_figure,
                                                run_convergence, seed_counts, seeded_runs, seeds_record, seeds_text,
                                                training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
+from bma_verify.reports.plans import preset_configs
 from bma_verify.reports.protocol import run_plan
 
 #: L_pa^{L'} within this of BMA's (nats) counts as "near BMA": the control (BMA reading only min(L, L') of the L'

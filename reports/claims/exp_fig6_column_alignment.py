@@ -17,7 +17,6 @@ import numpy as np
 
 from bma_verify.model import analysis, figures
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
-from bma_verify.model.presets import preset_configs
 from bma_verify.model.training import run_kernel
 from bma_verify.reports.checks.trained import (combine_sides, confirm_misses, count_rule_text, count_verdict,
                                                draw_figure, ideal_control, rule_text, run_assumptions,
@@ -25,6 +24,7 @@ from bma_verify.reports.checks.trained import (combine_sides, confirm_misses, co
                                                threshold_side, training_seeds, untrained_record, why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl
+from bma_verify.reports.plans import preset_configs
 from bma_verify.reports.protocol import run_plan
 
 #: (1/d)‖σ_col(W_tf) − σ_col(log π)‖₁ below which the columns match (paper: 0.0278); W_tf + b1ᵀ reads 0.69.

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from bma_verify.model import analysis
 from bma_verify.model.convergence import run_plateau
-from bma_verify.model.gpt_training import (GPT_DECIDING, GPT_READINGS, GPT_SHARED, GPT_TUNED, KL_RESOLUTION,
-                                          bma_reading_levels)
-from bma_verify.model.presets import preset_configs, train_config
+from bma_verify.model.gpt_training import GPT_READINGS, GPT_SHARED, KL_RESOLUTION, bma_reading_levels
+from bma_verify.model.presets import train_config
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_sides, confirm_misses, count_rule_text,
                                                count_verdict, fig2_judge, fig2_sides, half_examples, ideal_control,
@@ -25,7 +24,9 @@ from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_s
                                                why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
+from bma_verify.reports.plans import preset_configs
 from bma_verify.reports.protocol import run_plan
+from bma_verify.reports.robustness_plan import GPT_DECIDING, GPT_TUNED
 
 #: What each reading is, as the report names it.
 READING_NAMES = {"gpt-d2-absolute": "GPT, depth 2, learned absolute positions",

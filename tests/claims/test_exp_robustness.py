@@ -14,12 +14,13 @@ import pytest
 import bma_verify.model.tuning as tuning
 import bma_verify.reports.checks.trained as tr
 import bma_verify.reports.claims.exp_robustness as robustness
+import bma_verify.reports.robustness_plan as robustness_plan
 from bma_verify.model.gpt_training import (GPT_READINGS, bma_reading, kl_per_context, kl_references)
-from bma_verify.model.presets import preset_configs
 from bma_verify.model.train_config import config_record
 from bma_verify.model.training import TrainRun, eval_batch, run_kernel
 from bma_verify.reports.checks.trained import training_seeds
 from bma_verify.reports.core import CheckContext, settle
+from bma_verify.reports.plans import preset_configs
 from bma_verify.reports.render_evidence import seeds_line, seeds_table
 from tests.trained_stand_ins import held_out_curve, stand_in_run
 
@@ -216,22 +217,37 @@ def test_report_training_seeds_never_enter_tuning(monkeypatch):
     for tier in ("quick", "full"):
         for seed in training_seeds(CheckContext(tier=tier, seed=0), "robustness"):
             with pytest.raises(ValueError, match="development seeds"):
-                tuning.run_grid([robustness.DECIDING_GPT["quick"]], [seed])
+                robustness_plan.run_tier_grid([robustness.DECIDING_GPT["quick"]], [seed], tier=tier)
     with pytest.raises(ValueError, match="readings"):
-        tuning.run_grid(["gpt-d9"], [1000])
+        tuning.run_grid(["gpt-d9"], [1000], scale=robustness_plan.GPT_SCALE["quick"], contexts=64)
 
 
 def test_the_grid_declares_its_settings_and_picks_the_lowest_median_kl():
     # reference: the declared grid by hand (16 settings); width 64 (median of 0.01, 0.02, 0.03 = 0.02) beats 128 (0.025)
     assert len(tuning.grid_settings()) == 16
     assert {s["width"] for s in tuning.grid_settings()} == {64, 128}
-    c = tuning.grid_config("gpt-d3-rope", {"width": 128, "heads": 8, "lr": 1e-3, "batch_size": 256}, tier="quick",
-                           seed=1000)
+    c = robustness_plan.tier_grid_config("gpt-d3-rope", {"width": 128, "heads": 8, "lr": 1e-3, "batch_size": 256},
+                                         tier="quick", seed=1000)
     assert (c.model.depth, c.model.position, c.model.width, c.model.heads) == (3, "rope", 128, 8)
-    assert c.steps * c.batch_size == tuning.GRID_CONTEXTS["quick"]
+    assert c.steps * c.batch_size == robustness_plan.GRID_CONTEXTS["quick"]
+    assert {"d": c.d, "H": c.H, "L": c.L} == robustness_plan.GPT_SCALE["quick"]
     rows = [{"reading": "r", "width": w, "heads": 4, "lr": 1e-3, "batch_size": 64, "kl": kl}
             for w, kl in ((64, 0.03), (64, 0.01), (64, 0.02), (128, 0.025))]
     assert tuning.best_settings(rows)["r"] == {"width": 64, "heads": 4, "lr": 1e-3, "batch_size": 64, "kl": 0.02}
+
+
+def test_the_tuning_command_line_trains_at_the_tiers_sizes_and_refuses_report_seeds(tmp_path, monkeypatch):
+    # reference: the full tier's sizes as the notes state them (fig2's setting d = 5, H = 10, L = 10; 102 400 contexts
+    # per run); a report seed or an existing --out file is refused before anything trains
+    monkeypatch.setattr(tuning, "train_gpt", lambda *a, **k: pytest.fail("trained"))
+    assert robustness_plan.main(["--seeds", "5", "--out", str(tmp_path / "grid.json")]) == 2
+    (tmp_path / "old.json").write_text("{}")
+    assert robustness_plan.main(["--seeds", "1000", "--out", str(tmp_path / "old.json")]) == 2
+    seen = {}
+    monkeypatch.setattr(robustness_plan, "run_grid", lambda readings, seeds, **k: seen.update(k, seeds=seeds) or [])
+    assert robustness_plan.main(["--tier", "full", "--seeds", "1000", "--out", str(tmp_path / "grid.json")]) == 0
+    assert seen["scale"] == {"d": 5, "H": 10, "L": 10} and seen["contexts"] == 102_400
+    assert seen["seeds"] == [1000] and seen["record"] == {"tier": "full"}
 
 
 def test_with_two_jobs_every_planned_run_trains_once_in_the_executor_and_is_read_from_the_cache(monkeypatch):
