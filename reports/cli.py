@@ -424,7 +424,7 @@ def _check_kernels(args) -> int:
 
 def _tree_arg(text: str):
     """``--parents``: one tree, from a file or a comma list, refused naming the flag and the first wrong entry."""
-    from bma_verify.numerics._validate import check_parents
+    from bma_verify.numerics.validation import check_parents
     from bma_verify.reports.io import read_vector
 
     vector = read_vector(text, "--parents")  # a file or list that does not read as numbers is named there

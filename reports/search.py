@@ -30,7 +30,7 @@ import numpy as np
 
 from bma_verify.numerics.claim_sweeps import TIE_ATOL, VIOLATION_RTOL, instance_record
 from bma_verify.numerics.dpi_sweep import LEMMA3_CANDIDATES, lemma3_check_pair, lemma3_pairs, sdpi_coefficients
-from bma_verify.numerics._validate import check_positive_int
+from bma_verify.numerics.validation import check_positive_int
 from bma_verify.numerics.enumeration import MAX_SEQUENCES
 from bma_verify.numerics.init_gradient_sweep import argmax_status, thm3_check_position
 from bma_verify.numerics.task import stationary_distribution
