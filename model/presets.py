@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bma_verify.model import figures
-from bma_verify.model._common import prepare_run_dir, write_json_atomic
+from bma_verify.model.run_files import prepare_run_dir, write_json_atomic
 from bma_verify.model.gpt_training import gpt_preset_runs, train_gpt
 from bma_verify.model.train_config import (AbsoluteOptions, GPTOptions, StructuredOptions, TaskShapedOptions,
                                            TrainConfig)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from bma_verify.model._common import prepare_run_dir
+from bma_verify.model.run_files import prepare_run_dir
 from bma_verify.numerics.atomic import destination, temporary_sibling, write_atomic
 from bma_verify.reports import cli, search
 from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
