@@ -187,11 +187,13 @@ def lemma4_terms(kernel, joint_parent_child, joint_candidate_child) -> dict:
     kernel = check_kernel(kernel)
     joint_parent_child = check_joint(joint_parent_child, "joint_parent_child")
     joint_candidate_child = check_joint(joint_candidate_child, "joint_candidate_child")
-    return _lemma4_terms(kernel, joint_parent_child, joint_candidate_child, mutual_information(joint_parent_child),
-                         mutual_information(joint_candidate_child))
+    return lemma4_terms_from_mi(kernel, joint_parent_child, joint_candidate_child,
+                                mutual_information(joint_parent_child), mutual_information(joint_candidate_child))
 
 
-def _lemma4_terms(kernel, joint_parent_child, joint_candidate_child, mi_parent, mi_candidate) -> dict:
+def lemma4_terms_from_mi(kernel, joint_parent_child, joint_candidate_child, mi_parent, mi_candidate) -> dict:
+    """:func:`lemma4_terms` of checked arrays (broadcasting over leading axes) with the two mutual informations
+    given, so that a sweep reuses the ones it computed already; it checks nothing."""
     # xlogy: 0 · log π = 0 where the joint has no mass; π > 0 wherever the joint has mass.
     lhs = xlogy(joint_parent_child, kernel).sum((-2, -1)) - xlogy(joint_candidate_child, kernel).sum((-2, -1))
     candidate_law = joint_candidate_child.sum(-1)  # (..., d)
@@ -231,7 +233,7 @@ def lemma3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = LEMMA3_RAN
         groups.setdefault((instance["d"], instance["H"]), []).append(instance)
     for _, members in sorted(groups.items()):
         for first in range(0, len(members), _LEMMA3_BATCH):
-            _score_lemma3_batch(result, members[first:first + _LEMMA3_BATCH], compute_sdpi)
+            score_lemma3_batch(result, members[first:first + _LEMMA3_BATCH], compute_sdpi)
     return result
 
 
@@ -239,7 +241,7 @@ def lemma3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = LEMMA3_RAN
 _LEMMA3_BATCH = 64
 
 
-def _score_lemma3_batch(result: SweepResult, members: list, compute_sdpi: bool) -> None:
+def score_lemma3_batch(result: SweepResult, members: list, compute_sdpi: bool) -> None:
     """Add a batch of instances of one (d, H), each under both μ₀ of INIT_KINDS (stationary, drawn)."""
     kernels = np.stack([m["kernel"] for m in members])  # (B, d, d)
     inits = np.stack([np.stack([stationary_distribution(m["kernel"]), m["init"]]) for m in members])  # (B, 2, d)
@@ -300,8 +302,8 @@ def _score_lemma3_batch(result: SweepResult, members: list, compute_sdpi: bool) 
         if defined.any():
             result.maximum(f"alpha_max/{name}", float(alpha[defined].max()))
     # the MIs here are the foundation-independent ones of lemma3_pairs_batch; tests compare them with dit
-    terms = _lemma4_terms(kernels[:, None, None], batch["joint_parent_child"], batch["joint_candidate_child"],
-                          batch["mi_parent"], batch["mi_candidate"])
+    terms = lemma4_terms_from_mi(kernels[:, None, None], batch["joint_parent_child"], batch["joint_candidate_child"],
+                                 batch["mi_parent"], batch["mi_candidate"])
     gap = terms["lhs"]
     error = np.abs(gap - terms["rhs"])
     result.add("lemma4/nonpositive_gap", int((candidate & (gap <= 0)).sum()))
@@ -528,11 +530,13 @@ def lemma3_batched_sweep(seed, start: int, stop: int, *, batch_size: int = LEMMA
     for index in range(start, stop):
         rng = item_rng(seed, _BATCHED_TAG, index)
         d, H = (int(rng.integers(low, high + 1)) for low, high in (ranges["d"], ranges["H"]))
-        _score_ratio_batch(result, draw_lemma3_batch(rng, batch_size, d, H, ranges), index)
+        score_ratio_batch(result, draw_lemma3_batch(rng, batch_size, d, H, ranges), index)
     return result
 
 
-def _score_ratio_batch(result: SweepResult, batch: dict, index: int) -> None:
+def score_ratio_batch(result: SweepResult, batch: dict, index: int) -> None:
+    """Add batch ``index`` of the batched Lemma 3 sweep (one (d, H), both μ₀ of INIT_KINDS) to ``result``: pair and
+    violation counts per bound, Lemma 4's non-positive gaps, and the largest ratio with its instance."""
     out = lemma3_ratio_batch(batch["kernels"], batch["parents"], batch["inits"])
     B, I, P = out["ratio"].shape
     candidate = np.broadcast_to(out["candidate"][:, None, :], (B, I, P))

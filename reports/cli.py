@@ -146,7 +146,8 @@ def _search_parser(sub) -> None:
     search.add_argument("--quiet", action="store_true", help="no progress or messages (with --json: JSON only)")
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``bma-verify`` command line: its subcommands check, train, report and search, with their options."""
     parser = argparse.ArgumentParser(
         prog="bma-verify",
         description="Verify, symbolically, numerically and on trained transformers, the claims of 'How "
@@ -203,7 +204,7 @@ def _check_options(args) -> None:
 
 def main(argv=None) -> int:
     """Run the command; its exit status (see the module docstring). Every refusal is one line on stderr, exit 2."""
-    args = _parser().parse_args(_joined_negative_lists(sys.argv[1:] if argv is None else list(argv)))
+    args = build_parser().parse_args(_joined_negative_lists(sys.argv[1:] if argv is None else list(argv)))
     if "torch" not in sys.modules:  # the same float path on every AVX2 machine (reports/float_path.py)
         from bma_verify.reports.float_path import pin
         pin()

@@ -38,8 +38,8 @@ def test_model_check_reads_the_fig6_verdict_and_reason(monkeypatch):
 
     monkeypatch.setattr(trained, "train_preset_runs", refuse)
     ctx = CheckContext(tier="quick", seed=0)
-    cited = builder._check_record([c for c in claim.CLAIM.checks if c.kind == "model"][0], ctx)
-    own = builder._check_record(fig6.CLAIM.checks[0], ctx)
+    cited = builder.check_entry([c for c in claim.CLAIM.checks if c.kind == "model"][0], ctx)
+    own = builder.check_entry(fig6.CLAIM.checks[0], ctx)
     assert (cited["verdict"], cited["reason"]) == (own["verdict"], own["reason"]) == ("inconclusive", fig6.QUICK_REASON)
 
 
