@@ -433,7 +433,7 @@ def alpha_candidates_check(ctx: CheckContext) -> CheckOutcome:
 RESOLVED_NONCENTRALITY = 100.0
 
 
-def _judge_ratio(z: dict, ratio, bound: float, resolved: bool) -> str:
+def judge_ratio(z: dict, ratio, bound: float, resolved: bool) -> str:
     """The Monte Carlo rule on one pair; a pair whose I(x_h; x_pa) n samples do not resolve (RESOLVED_NONCENTRALITY)
     has no ratio to judge against a bound (``"unresolved"``, left out of the verdict) unless an estimate disagrees
     with its exact value (then inconclusive, as for every pair)."""
@@ -457,8 +457,8 @@ def _lemma3_mc_case(label: str, kernel, parents, init, h: int, h_prime: int, n: 
             "exact_ratio": exact["ratio"], "estimate": ratio.value, "stderr": ratio.stderr, "low": ratio.low,
             "high": ratio.high, "max_abs_z": max(abs(v) for v in z.values()), "z": z,
             "margin_in_stderr": (1.0 - exact["ratio"]) / ratio.stderr,
-            "verdict": _judge_ratio(z, ratio, 1.0, resolved),
-            "planted_alpha": planted, "control_verdict": _judge_ratio(z, ratio, planted, resolved),
+            "verdict": judge_ratio(z, ratio, 1.0, resolved),
+            "planted_alpha": planted, "control_verdict": judge_ratio(z, ratio, planted, resolved),
             "ideal_verdict": ideal_estimate_verdict(exact["ratio"], ratio.value, ratio.low, ratio.high, 1.0)
             if resolved else "unresolved"}
 

@@ -185,7 +185,7 @@ def _closing_L(L_values, gaps, ses, tol: float):
     return None
 
 
-def _decide_fit(curve: dict) -> dict:
+def decide_fit(curve: dict) -> dict:
     """The exact check's rule on one best-bilinear curve (``score_gap_curve``), applied to the real posterior
     and to the control alike.
 
@@ -213,7 +213,7 @@ def _decide_fit(curve: dict) -> dict:
 
 
 def _fit_verdict(rule: dict, key_norm: dict) -> tuple[str, str]:
-    """The exact check's verdict: :func:`_decide_fit`'s, inconclusive when the fitter is not trusted (a fit at
+    """The exact check's verdict: :func:`decide_fit`'s, inconclusive when the fitter is not trusted (a fit at
     L' <= 5 did not converge, or the key-norm fit misses its known optimum by KEY_NORM_TOL)."""
     if not rule["fits_converged"]:
         return rule["verdict"], "a bilinear fit at L' <= 5 did not converge: its in-sample gap is no lower estimate"
@@ -265,7 +265,7 @@ def _trained_convergence(bil: dict, fit: dict, plateau: dict) -> dict:
             "key_norm_flat": plateau["runs"]["key-norm"]["plateaued"], "converged": plateau["plateaued"]}
 
 
-def _decide_ffn(ffn: dict, fit: dict) -> dict:
+def decide_ffn(ffn: dict, fit: dict) -> dict:
     """The FFN rule (open question 3) on one evaluated model, applied to the trained FFN and to its control (the
     same FFN at its initial weights) alike.
 
@@ -291,7 +291,7 @@ def _decide_ffn(ffn: dict, fit: dict) -> dict:
 def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
     """Exact check: the best bilinear W against the exact DS posterior, gap vs L'.
 
-    Verdict (:func:`_decide_fit`): pass when the best bilinear W keeps a gap at every L' <= 5 (in-sample gap
+    Verdict (:func:`decide_fit`): pass when the best bilinear W keeps a gap at every L' <= 5 (in-sample gap
     > 3 SE and > the fit's resolution 1e-6 nats) and the gap shrinks by the largest L' (held-out, by 3 + 3
     SE); fail otherwise; inconclusive when the fitter is not trusted (:func:`_fit_verdict`).
 
@@ -302,7 +302,7 @@ def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
     A, bil, kn, ctl = fits["A"], fits["bilinear"], fits["key_norm"], fits["control"]
     _, c_star = exact_score_parameters(A, RHO)
     small = [i for i, L in enumerate(bil["L"]) if L <= SMALL_L]
-    rule, control_rule = _decide_fit(bil), _decide_fit(ctl)
+    rule, control_rule = decide_fit(bil), decide_fit(ctl)
     verdict, reason = _fit_verdict(rule, kn)
     closing = _closing_L(bil["L"], bil["gap_eval"], bil["gap_eval_se"], 0.01)  # reported, not decided
     control = Control(
@@ -414,11 +414,11 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
 def _ffn_control(fit: dict, power: dict) -> Control:
     """The FFN rule on the best bilinear W at each L' (the exact check's fit, held out): the closest selector
     that cannot close the gap; its power as the key-norm selector at λ × (W*, c*) moves to BMA."""
-    rule = _decide_ffn({"L": fit["L"], "gap": fit["gap_eval"], "gap_se": fit["gap_eval_se"]}, fit)
+    rule = decide_ffn({"L": fit["L"], "gap": fit["gap_eval"], "gap_se": fit["gap_eval_se"]}, fit)
     return Control("the best bilinear W at each L' (the exact fit, on held-out contexts), judged by the same rule",
                    {"max_gap": rule["max_gap"], "gap_upper": rule["gap_upper"], "closes": rule["closes"],
                     "below_best_bilinear_at_L": rule["below_at_L"], "verdict": rule["verdict"]},
-                   rejected=rule["verdict"] != "pass", power=_power_curve(power, lambda kn: _decide_ffn(kn, fit)))
+                   rejected=rule["verdict"] != "pass", power=_power_curve(power, lambda kn: decide_ffn(kn, fit)))
 
 
 #: The FFN check's ideal: its power curve's end, BMA itself (what closing the gap means).
@@ -446,7 +446,7 @@ def prop2_ffn_closes_gap(ctx: CheckContext) -> CheckOutcome:
     K slots like the bilinear W; nothing of ‖x‖² is built in. Trained on the report's training seeds (at the tiers
     of ``FFN_TIERS``), evaluated on the contexts of the bilinear and key-norm models.
 
-    Rule per seed (:func:`_decide_ffn`): within CLOSES_TOL of BMA (upper 3-SE bound) at every L' tested and below
+    Rule per seed (:func:`decide_ffn`): within CLOSES_TOL of BMA (upper 3-SE bound) at every L' tested and below
     the best bilinear W's in-sample gap (by 3 + 3 SE) at every L' <= 10 tested; a seed counts when its loss record
     has plateaued (:func:`model.convergence.trace_plateau`); the verdict is the count rule. Control:
     :func:`_ffn_control`.
@@ -460,7 +460,7 @@ def prop2_ffn_closes_gap(ctx: CheckContext) -> CheckOutcome:
         return _ffn_untrained(ctx, control, statement)
     seeds = _seeds(ctx)
     runs = [_trained_ffn(ctx, seed) for seed in seeds]
-    rules = [_decide_ffn(r["eval"], fit) for r in runs]
+    rules = [decide_ffn(r["eval"], fit) for r in runs]
     tests = [trace_plateau(r["history"]["loss"]) for r in runs]
     statuses = [rule["verdict"] for rule in rules]
     verdict, reason, converged = count_verdict(statuses, tests)

@@ -269,7 +269,7 @@ def _worst_argmax_interval(out: dict) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return worst, low, high
 
 
-def _decide_limit(L_values, low, high) -> str:
+def decide_limit(L_values, low, high) -> str:
     """Theorem 2's limit on a finite grid: pass when the error's interval at the largest L lies wholly below its
     interval at a quarter of that L (still falling at the top of the grid, not settled at a floor), fail when
     wholly above (it rose), else inconclusive."""
@@ -293,8 +293,8 @@ def limit_check(ctx: CheckContext) -> CheckOutcome:
     measured, control_measured, rows = {}, {}, []
     for name, (_, _, L_values, out) in _error_rates(ctx).items():
         worst, low, high = _worst_argmax_interval(out)
-        verdict = _decide_limit(L_values, low, high)
-        capped = _decide_limit(L_values, _capped(low, L_values), _capped(high, L_values))
+        verdict = decide_limit(L_values, low, high)
+        capped = decide_limit(L_values, _capped(low, L_values), _capped(high, L_values))
         measured[name] = {"L": L_values, "argmax_error": worst.tolist(), "low": low.tolist(), "high": high.tolist(),
                           "verdict": verdict}
         control_measured[name] = {"reads_up_to_L": L_values[-1] // 4, "verdict": capped}

@@ -138,7 +138,7 @@ def test_a_pair_whose_parent_information_is_not_resolved_is_not_judged():
     assert case["verdict"] == case["control_verdict"] == "unresolved"
     # an estimate far from its exact value still reads inconclusive on an unresolved pair
     wide = types.SimpleNamespace(low=0.0, high=2.0)
-    assert claim._judge_ratio({"x": 5.0}, wide, 1.0, resolved=False) == "inconclusive"
+    assert claim.judge_ratio({"x": 5.0}, wide, 1.0, resolved=False) == "inconclusive"
 
 
 @pytest.mark.slow

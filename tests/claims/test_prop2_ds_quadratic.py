@@ -74,20 +74,20 @@ def _curve(gap_fit, gap_fit_se, gap_eval, gap_eval_se, L=SMALL["fit_L"]):
 def test_fit_rule_needs_a_gap_above_the_resolution_not_only_many_standard_errors():
     # Compared against: the residuals L-BFGS leaves on a target inside the family (~1e-12 nats with z ~ 40):
     # many SE but no gap. The same z on a 0.04-nat gap is one.
-    residual = prop2._decide_fit(_curve([1e-12, 2e-13, 6e-9], [2e-14, 5e-15, 2e-9], [1e-12, 3e-13, 3e-7],
+    residual = prop2.decide_fit(_curve([1e-12, 2e-13, 6e-9], [2e-14, 5e-15, 2e-9], [1e-12, 3e-13, 3e-7],
                                      [2e-14, 5e-15, 2e-7]))
     assert not residual["gap_found"] and not residual["shrinks"] and residual["verdict"] == "fail"
-    real = prop2._decide_fit(_curve([0.044, 0.072, 2e-7], [1e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
+    real = prop2.decide_fit(_curve([0.044, 0.072, 2e-7], [1e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
                                  [1e-3, 2e-3, 4e-4]))
     assert real["gap_found"] and real["shrinks"] and real["verdict"] == "pass"
     # A gap judged against its uncertainty: 0.004 ± 0.002 is not found.
-    noisy = prop2._decide_fit(_curve([0.004, 0.072, 2e-7], [2e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
+    noisy = prop2.decide_fit(_curve([0.004, 0.072, 2e-7], [2e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
                                   [1e-3, 2e-3, 4e-4]))
     assert noisy["gap_at_small_L"] == [False, True] and noisy["verdict"] == "fail"
     # An unconverged fit at small L' gives no lower estimate: inconclusive.
     stuck = _curve([0.044, 0.072, 2e-7], [1e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4], [1e-3, 2e-3, 4e-4])
     stuck["converged"][0] = False
-    assert prop2._decide_fit(stuck)["verdict"] == "inconclusive"
+    assert prop2.decide_fit(stuck)["verdict"] == "inconclusive"
 
 
 def test_checks_are_deterministic_for_a_seed(tmp_path, monkeypatch):
@@ -265,12 +265,12 @@ def test_trained_models_check_catches_a_key_norm_model_without_its_feature(ctx, 
 def test_ffn_rule_on_planted_evaluations():
     # Compared against the stated rule: within 0.02 nats (+3 SE) at every L' and below the best bilinear W's
     # in-sample gap (− 3 SE) at every L' <= 10 tested (here L' = 1, 3).
-    assert prop2._decide_ffn(_eval([0.003, 0.004, 1e-4]), FIT)["verdict"] == "pass"
-    at_bilinear = prop2._decide_ffn(_eval([0.044, 0.074, 1e-4]), FIT)  # the bilinear optimum: neither
+    assert prop2.decide_ffn(_eval([0.003, 0.004, 1e-4]), FIT)["verdict"] == "pass"
+    at_bilinear = prop2.decide_ffn(_eval([0.044, 0.074, 1e-4]), FIT)  # the bilinear optimum: neither
     assert not at_bilinear["closes"] and at_bilinear["not_below_at_L"] == [1, 3]
-    late = prop2._decide_ffn(_eval([0.003, 0.004, 0.03]), FIT)  # below bilinear, but 0.03 at L' = 20
+    late = prop2.decide_ffn(_eval([0.003, 0.004, 0.03]), FIT)  # below bilinear, but 0.03 at L' = 20
     assert not late["closes"] and late["below_best_bilinear"] and late["verdict"] == "fail"
-    noisy = prop2._decide_ffn(_eval([0.003, 0.004, 1e-4], se=0.006), FIT)  # 0.004 + 3 x 0.006 > 0.02
+    noisy = prop2.decide_ffn(_eval([0.003, 0.004, 1e-4], se=0.006), FIT)  # 0.004 + 3 x 0.006 > 0.02
     assert noisy["verdict"] == "fail"
 
 

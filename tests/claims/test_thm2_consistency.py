@@ -64,11 +64,11 @@ def test_rate_checks_read_stronger_and_the_limit_decides():
 def test_limit_rule_passes_a_vanishing_error_and_rejects_a_floor_and_a_rise():
     L = [1, 2, 4, 8, 16]
     falling = np.array([0.9, 0.6, 0.4, 0.2, 0.05])
-    assert claim._decide_limit(L, falling - 0.01, falling + 0.01) == "pass"
+    assert claim.decide_limit(L, falling - 0.01, falling + 0.01) == "pass"
     floor = claim._capped(falling, L)  # a posterior that stops reading at L = 4
-    assert claim._decide_limit(L, floor - 0.01, floor + 0.01) == "inconclusive"
+    assert claim.decide_limit(L, floor - 0.01, floor + 0.01) == "inconclusive"
     rising = falling[::-1]
-    assert claim._decide_limit(L, rising - 0.01, rising + 0.01) == "fail"
+    assert claim.decide_limit(L, rising - 0.01, rising + 0.01) == "fail"
 
 
 def test_limit_check_passes_and_rejects_its_capped_reader():
