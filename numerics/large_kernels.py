@@ -40,7 +40,7 @@ MAX_OPERATIONS = 5e11
 #: ~3 s, a d × d product, 1.6·10¹⁰ flops, in 0.32 s).
 DISTANCE_OPERATION_COST = 40
 #: Bytes of the (rows, d) block of row distances held at once by :func:`dobrushin_coefficient_blocked`.
-_BLOCK_BYTES = 2**20  # 65 rows at d = 2000; blocks of 8 MiB or more ran slower (cache)
+BLOCK_BYTES = 2**20  # 65 rows at d = 2000; blocks of 8 MiB or more ran slower (cache)
 #: Standard errors a Monte Carlo margin must clear to decide the exact π̄ form at a position.
 MONTE_CARLO_Z = 4.0
 #: Sampled gradient entries (samples × candidates) shared by the Monte Carlo positions of one check, and the fewest
@@ -58,7 +58,7 @@ def dobrushin_coefficient_blocked(kernel) -> float:
     """
     kernel = check_kernel(kernel, single=True)
     d = kernel.shape[0]
-    rows = max(1, _BLOCK_BYTES // (8 * d))
+    rows = max(1, BLOCK_BYTES // (8 * d))
     best = 0.0
     for start in range(0, d, rows):  # rows i in [start, start + rows) against j >= start (the pairs j < i are done)
         best = max(best, float(cdist(kernel[start:start + rows], kernel[start:], "cityblock").max()))
@@ -414,5 +414,5 @@ def check_cost(d: int, H: int, trees: int, *, pairs: bool, stationary: bool = Tr
     pair_count = trees * (H - 1) * (H - 2) // 2
     products = (H - 2) + (min(product_patterns(H, stationary=stationary), pair_count) if pairs else 0)
     operations = (2 / 3 + DISTANCE_OPERATION_COST / 2) * d ** 3 + 2.0 * d ** 3 * products
-    nbytes = 8 * d * d * (H + 8) + _BLOCK_BYTES  # the powers, the kernel, a few d × d temporaries, δ(π)'s block
+    nbytes = 8 * d * d * (H + 8) + BLOCK_BYTES  # the powers, the kernel, a few d × d temporaries, δ(π)'s block
     return {"bytes": nbytes, "operations": operations}

@@ -123,7 +123,7 @@ def test_j_form_equals_pairwise_joints_and_enumeration(seed):
 def test_blocked_dobrushin_equals_the_full_array_version(monkeypatch):
     # reference: numerics.dobrushin_coefficient (a (d, d, d) array); several blocks forced by a small block size
     rng = np.random.default_rng(4)
-    monkeypatch.setattr(lk, "_BLOCK_BYTES", 8 * 7 * 3)  # 3 rows per block at d = 7
+    monkeypatch.setattr(lk, "BLOCK_BYTES", 8 * 7 * 3)  # 3 rows per block at d = 7
     for d in (2, 3, 7, 40):
         kernel = nm.random_kernel(d, alpha=0.5, rng=rng)
         assert lk.dobrushin_coefficient_blocked(kernel) == pytest.approx(nm.dobrushin_coefficient(kernel), abs=1e-15)
