@@ -171,7 +171,7 @@ def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
     testable reading (its ideal passes the rule) is decided by the count rule over the seeds; reproduced when one
     reproduces it, not reproduced when every one fails; a reading whose ideal fails is shown and never decides.
     Figures and tables show the first seed's runs; every seed's values are in ``seeds``."""
-    grids = [_compute_grids(runs) for runs in seeded_runs(ctx, "fig5")]
+    grids = [compute_grids(runs) for runs in seeded_runs(ctx, "fig5")]
     power, path_grids = control_power(grids[0])
     positive = positive_controls(grids[0], path_grids)
     testable = tuple(name for name, p in positive.items() if p["passed"])
@@ -192,7 +192,7 @@ def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
     return _render(ctx, grids[0], decided)
 
 
-def _compute_grids(runs_all: dict) -> dict:
+def compute_grids(runs_all: dict) -> dict:
     """Every grid of one seed's runs (keyed by training L), with the labels, sizes and own-L gaps they come from."""
     by_reading = fig5_readings(runs_all)
     runs = by_reading["R1"]

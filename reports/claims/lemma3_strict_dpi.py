@@ -442,7 +442,7 @@ def judge_ratio(z: dict, ratio, bound: float, resolved: bool) -> str:
     return decide_interval(list(z.values()), ratio.low, ratio.high, bound)
 
 
-def _lemma3_mc_case(label: str, kernel, parents, init, h: int, h_prime: int, n: int, rng) -> dict:
+def lemma3_mc_case(label: str, kernel, parents, init, h: int, h_prime: int, n: int, rng) -> dict:
     """Estimates of one pair, their z against the exact values, and the rule applied to the bound 1 (the lemma
     as stated) and to a bound known to be violated (the exact ratio minus 3 standard errors). Near independence
     the estimates' z and intervals come from the G statistic's χ² law (numerics.estimators)."""
@@ -481,10 +481,10 @@ def _lemma3_mc_cases(ctx: CheckContext, rng, n: int) -> tuple[list[dict], int]:
             skipped += 1
             continue
         p = int(np.nanargmax(pairs["ratio"]))
-        cases.append(_lemma3_mc_case(f"random {i}", kernel, parents, init, int(pairs["h"][p]),
+        cases.append(lemma3_mc_case(f"random {i}", kernel, parents, init, int(pairs["h"][p]),
                                      int(pairs["h_prime"][p]), n, rng))
     cc = LEMMA3_CLOSE_CALL
-    cases.append(_lemma3_mc_case("close call", binary_flip_kernel(cc["flip"]), np.array(cc["parents"]), None,
+    cases.append(lemma3_mc_case("close call", binary_flip_kernel(cc["flip"]), np.array(cc["parents"]), None,
                                  cc["h"], cc["h_prime"], n, rng))
     return cases, skipped
 

@@ -82,7 +82,7 @@ def test_fig5_decides_on_three_seeds_and_rejects_its_near_miss_control(fig5_runs
 
 def test_fig5_control_power_rejects_the_wrong_order_and_passes_the_claimed_one(fig5_runs):
     # reference: BMA reading the last min(m, L') examples computed here by numerics, one entry at a time
-    g = fig5._compute_grids(fig5_runs)
+    g = fig5.compute_grids(fig5_runs)
     power, grids = fig5.control_power(g)
     assert [p["x"] for p in power] == list(fig5.CONTROL_PATH)
     assert power[0]["examples_read"] == {"L1": 1, "L2": 2, "L3": 3}  # t = 0: an ideal reader of its training L
@@ -100,7 +100,7 @@ def test_fig5_control_power_rejects_the_wrong_order_and_passes_the_claimed_one(f
 
 def test_reader_grids_share_one_table_and_refuse_zero_examples(fig5_runs):
     # reference: each grid computed alone with truncated_bma_metrics (the table is a cache, not a change)
-    g = fig5._compute_grids(fig5_runs)
+    g = fig5.compute_grids(fig5_runs)
     batches = held_out_batches(g["first"], TEST_L)
     grids = reader_grids(g["first"].kernel, batches, [{1: 2, 3: 5}, {1: 1}])
     assert grids[0][3] == [0.0, 0.0, 0.0, pytest.approx(
