@@ -45,7 +45,7 @@ PROP1_DRAWS = {"quick": 200, "full": 2000}
 SHIFT_ATOL = 1e-12
 
 
-def _invariant(changes) -> bool:
+def shift_invisible(changes) -> bool:
     """A shift is invisible to A^(2) when no draw moves it by more than SHIFT_ATOL."""
     return float(np.max(changes)) <= SHIFT_ATOL
 
@@ -66,9 +66,9 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
     column, row = np.array(column), np.array(row)
     changed = float(np.mean(row > SHIFT_ATOL))
     threshold = {"column_shift_change_max": SHIFT_ATOL, "row_shift_changed_fraction_min": 0.5}
-    verdict = "pass" if _invariant(column) and changed >= 0.5 else "fail"
+    verdict = "pass" if shift_invisible(column) and changed >= 0.5 else "fail"
     control = Control("the row shift W + b1ᵀ claimed invariant, judged by the same rule (max change ≤ 1e-12)",
-                      {"row_shift_change_max": float(row.max())}, rejected=not _invariant(row))
+                      {"row_shift_change_max": float(row.max())}, rejected=not shift_invisible(row))
     return CheckOutcome(
         verdict=verdict,
         measured={"column_shift_change_max": float(column.max()), "row_shift_changed_fraction": changed,
