@@ -1,5 +1,6 @@
-"""What the two-layer models share: token checks, the causal selector softmax, the two output rules, and the
-integer-field check of their configs.
+"""What the two-layer models share: token checks, the causal selector softmax and the two output rules; and the
+integer-field check that every model's config runs (``check_int_fields``, the attention-only and selective-induction
+models' included).
 
 Every model reads ``context`` (B, L, H) and ``query`` (B, H) integer tokens and returns, from ``forward``, the
 second-layer attention A^(2) (B, H, H) (row h a law over h' < h, row 0 zero) and log-probabilities (B, H, d)
@@ -12,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+#: The two output rules of :func:`output_log_probs`.
 OUTPUT_RULES = ("logit", "mixture")
 
 
