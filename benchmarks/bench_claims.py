@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from bma_verify.numerics.claim_sweeps import _item_rng, draw_instance
+from bma_verify.numerics.claim_sweeps import draw_instance, item_rng
 from bma_verify.numerics.dpi_sweep import LEMMA3_RANGES, lemma3_pairs, lemma3_sweep_chunk
 from bma_verify.numerics.gradient import init_gradient
 from bma_verify.numerics.task import random_kernel, random_parents
@@ -32,7 +32,7 @@ def _dit_rate(n_pairs: int) -> float:
     joints = []
     index = 0
     while len(joints) < n_pairs:
-        instance = draw_instance(_item_rng(0, 3, index), LEMMA3_RANGES)
+        instance = draw_instance(item_rng(0, 3, index), LEMMA3_RANGES)
         pairs = lemma3_pairs(instance["kernel"], instance["parents"])
         joints += list(zip(pairs["joint_candidate_child"], pairs["joint_parent_child"]))
         index += 1

@@ -5,7 +5,7 @@ with logit p(L, h)ᵀ Q^k p(l', h') from the query example's row h to the key (l
 h' >= h are masked, as in the structured model); the value is the key's one-hot token. The residual stream is the
 concatenation z_h = [x_h, e_h, v_h]. Layer 2 is one bilinear head over h' < h with score
 [x_{h'}, e_{h'}, v_{h'}]ᵀ W_KQ [e_h, v_h]: the query side leaves x_h out, so x^{L+1}_h never reaches its own
-prediction. Output rules as in :func:`model._common.output_log_probs`. Example indices are absolute, so a context
+prediction. Output rules as in :func:`model.two_layer.output_log_probs`. Example indices are absolute, so a context
 may hold at most ``max_L`` examples (a longer one raises ``ValueError``).
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bma_verify.model._common import (TwoLayerModel, causal_softmax, check_int_fields, check_output_rule,
-                                      output_log_probs)
+from bma_verify.model.two_layer import (TwoLayerModel, causal_softmax, check_int_fields, check_output_rule,
+                                        output_log_probs)
 
 
 @dataclass
@@ -72,7 +72,7 @@ class AbsolutePETransformer(TwoLayerModel):
         return F.softmax(logits.reshape(c.K, H, (L + 1) * H), dim=-1)  # (K, H, (L+1)H)
 
     def forward(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
-        context, query = self._tokens(context, query)
+        context, query = self.checked_tokens(context, query)
         B, L, H = context.shape
         c = self.config
         dtype = self.Q.dtype

@@ -148,7 +148,7 @@ def selector_score_gradient(kernel, query) -> np.ndarray:
 GRADIENT_FORMS = ("pibar", "marginal")
 
 
-def _gradient_form(kernel, parents, h: int, init, tokens, form: str) -> tuple[np.ndarray, np.ndarray]:
+def gradient_form(kernel, parents, h: int, init, tokens, form: str) -> tuple[np.ndarray, np.ndarray]:
     """(per-sample closed form (n, h), its exact expectation (h,)) of −∂ℓ/∂p̂ in ``form``."""
     if form == "pibar":
         return init_gradient_samples(kernel, tokens), init_gradient(kernel, parents, h, init=init, method="exact")
@@ -179,7 +179,7 @@ def init_gradient_comparison(kernel, parents, init, n: int, *, rng: np.random.Ge
     grad = selector_score_gradient(kernel, query) if reader == "autograd" else None  # (n, H, H)
     closed_error, z_max, rows = 0.0, 0.0, []
     for h in range(1, H):
-        closed, exact = _gradient_form(kernel, parents, h, init, query[:, : h + 1], form)  # (n, h), (h,)
+        closed, exact = gradient_form(kernel, parents, h, init, query[:, : h + 1], form)  # (n, h), (h,)
         read = closed if grad is None else grad[:, h, :h]
         closed_error = max(closed_error, float(np.abs(read - closed).max()))
         mean = read.mean(0)

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bma_verify.model._common import check_int_fields
+from bma_verify.model.two_layer import check_int_fields
 from bma_verify.model.convergence import plateau_test
 from bma_verify.model.dag_families import mean_and_se
 from bma_verify.numerics.selective_induction import bayes_at_last, check_lags, sample_selective_induction

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from bma_verify.model.structured import StructuredConfig, StructuredTransformer
-from bma_verify.numerics._validate import check_kernel
+from bma_verify.numerics.validation import check_kernel
 
 
 def bma_construction(kernel, L: int, beta: float, output: str = "mixture", *, max_H: int = 64,

@@ -93,7 +93,7 @@ def run_plateau(metrics: dict, objective: str = "query_loss", *, min_drop: float
 
 def record_plateau(losses) -> dict:
     """:func:`plateau_test` on a loss record ``[[step, mean loss since the last record], ...]`` of online training
-    (``bma_verify.model._common.train_steps``): each batch is fresh, unseen before its step, so the record is a
+    (``bma_verify.model.online_training.train_steps``): each batch is fresh, unseen before its step, so the record is a
     held-out estimate of the objective."""
     steps = [step for step, _ in losses]
     values = [loss for _, loss in losses]

@@ -37,8 +37,8 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
-from bma_verify.numerics._validate import check_positive_int, check_rng
-from bma_verify.numerics.dag import (_choice_counts, check_dag_kernels, dag_candidate_sets, dag_log_posterior,
+from bma_verify.numerics.validation import check_positive_int, check_rng
+from bma_verify.numerics.dag import (check_dag_kernels, choice_counts, dag_candidate_sets, dag_log_posterior,
                                      dag_set_scores, encode_parent_values, sample_dag_task)
 
 FAMILIES = ("heads", "poe", "poe_slots", "simplicial")
@@ -85,7 +85,7 @@ def _features(context: np.ndarray, d: int, k: int) -> _Features:
     pair = ctx[:, :, None, :] * d + ctx[:, :, :, None]  # (B, L, H[h], H[a]): x_a*d + x_h
     single = torch.nn.functional.one_hot(pair, d * d).to(torch.float64).sum(1)  # (B, H, H, d*d)
     sets = torch.as_tensor(dag_candidate_sets(H, k))
-    counts = torch.as_tensor(_choice_counts(H, k))
+    counts = torch.as_tensor(choice_counts(H, k))
     live = torch.arange(sets.shape[0])[None, :] < counts[:, None]
     return _Features(single, sets, live, ctx, d, k)
 

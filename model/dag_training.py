@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bma_verify.model._common import train_steps
+from bma_verify.model.online_training import train_steps
 from bma_verify.model.convergence import plateau_test
 from bma_verify.model.dag_families import mean_and_se, per_context_kl
 from bma_verify.model.pair_attention import PairAttentionConfig, PairAttentionTransformer
@@ -84,7 +84,7 @@ class KHeadSelector(StructuredTransformer):
 
     def forward(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
         """(log Q over candidate sets (B, H, C(H, k)), log f (B, H, d)); rows h < k uniform output."""
-        context, query = self._tokens(context, query)
+        context, query = self.checked_tokens(context, query)
         H = context.shape[2]
         v = self.copies(context, query)  # (B, H, K, d)
         log_alpha = self.head_log_attention(v)  # (k, B, H-k, H)

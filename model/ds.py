@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from bma_verify.model._common import prepare_run_dir, torch_save_atomic, write_json_atomic
+from bma_verify.model.run_files import prepare_run_dir, torch_save_atomic, write_json_atomic
 from bma_verify.numerics.bma import parent_accuracy, parent_loss
 from bma_verify.numerics.ds import (check_orthogonal, check_rho, ds_log_parent_posterior, ds_predictive_mean,
                                     posterior_kl, random_orthogonal, sample_ds_task)

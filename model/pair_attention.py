@@ -106,7 +106,7 @@ class PairAttentionTransformer(StructuredTransformer):
 
     def forward(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
         """(log A (B, H, C(H, k)), log f (B, H, d)); row h of A is a law over the first C(h, k) sets (h >= k)."""
-        context, query = self._tokens(context, query)
+        context, query = self.checked_tokens(context, query)
         v = self.copies(context, query)  # (B, H, K, d): the tree model's copier
         return self.attend_and_output(self.set_scores(v, context.shape[2]), query)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bma_verify.model import figures
-from bma_verify.model._common import prepare_run_dir, write_json_atomic
+from bma_verify.model.run_files import prepare_run_dir, write_json_atomic
 from bma_verify.model.gpt_training import train_gpt
 from bma_verify.model.train_config import GPTOptions, TrainConfig
 from bma_verify.model.training import TrainRun, eval_batch, train

@@ -36,7 +36,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from bma_verify.model._common import check_int_fields, train_steps
+from bma_verify.model.online_training import train_steps
+from bma_verify.model.two_layer import check_int_fields
 from bma_verify.model.convergence import plateau_test
 from bma_verify.model.dag_families import mean_and_se
 from bma_verify.model.structured import StructuredConfig, StructuredTransformer

@@ -3,7 +3,7 @@
 Layer 1 (the copier): K heads with relative-position logits only, β·(w_L[l − l'] + w_H[h − h']); value = the
 key's one-hot token. Residual stream: concatenation z_h = [x_h, v_h], v_h = [head_1, …, head_K] ∈ R^{Kd}.
 Layer 2 (the selector): one head over keys h' < h of the query example with score v_{h'}ᵀ W_KQ v_h.
-Output: ``logit`` or ``mixture`` (see :func:`model._common.output_log_probs`).
+Output: ``logit`` or ``mixture`` (see :func:`model.two_layer.output_log_probs`).
 
 Only the query example's rows are computed: the selector reads nothing else. Claim ids served:
 ``thm1-construction``, ``bma-score-identity``, ``thm3-init-gradient``, ``exp-fig2-attention``,
@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bma_verify.model._common import (TwoLayerModel, causal_softmax, check_int_fields, check_output_rule,
-                                      output_log_probs)
+from bma_verify.model.two_layer import (TwoLayerModel, causal_softmax, check_int_fields, check_output_rule,
+                                        output_log_probs)
 
 
 @dataclass
@@ -110,7 +110,7 @@ class StructuredTransformer(TwoLayerModel):
         return log_att, output_log_probs(log_att, query, self.W_OV, self.config.output)
 
     def forward(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
-        context, query = self._tokens(context, query)
+        context, query = self.checked_tokens(context, query)
         v = self.copies(context, query)  # (B, H, K, d)
         scores = self.selector_scores(v)  # (B, H, H)
         return self.attend_and_output(scores, query)

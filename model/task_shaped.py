@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bma_verify.model._common import TwoLayerModel, causal_softmax, check_int_fields
+from bma_verify.model.two_layer import TwoLayerModel, causal_softmax, check_int_fields
 
 
 LAYER1_INITS = ("mimetic", "copy")
@@ -191,14 +191,14 @@ class TaskShapedTransformer(TwoLayerModel):
             self.k1.weight[first + 1:first + hs] = self.q1.weight[first + 1:first + hs]
 
     def forward(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
-        context, query = self._tokens(context, query)
+        context, query = self.checked_tokens(context, query)
         log_att, log_probs = self._examples(context, query, all_examples=False)
         return log_att[:, 0], log_probs[:, 0]  # (B, H, H), (B, H, d)
 
     def example_log_probs(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
         """(log A^(2) (B, L+1, H, H), log-probs (B, L+1, H, d)) of every example l, each read from examples < l and
         its own prefix x^l_{<h} only (index L is the query: equal to ``forward``)."""
-        context, query = self._tokens(context, query)
+        context, query = self.checked_tokens(context, query)
         return self._examples(context, query, all_examples=True)
 
     def loss(self, context, query, *, example_weight_power: float = 0.0) -> torch.Tensor:
@@ -215,7 +215,7 @@ class TaskShapedTransformer(TwoLayerModel):
         if isinstance(example_weight_power, bool) or not example_weight_power >= 0:
             raise ValueError(f"example_weight_power must be a number >= 0, got {example_weight_power!r}")
         log_probs = self.example_log_probs(context, query)[1]  # (B, L+1, H, d)
-        context, query = self._tokens(context, query)
+        context, query = self.checked_tokens(context, query)
         tokens = torch.cat([context, query[:, None, :]], dim=1)  # (B, L+1, H)
         picked = log_probs.gather(-1, tokens[..., None])[..., 0][..., 1:]  # (B, L+1, H-1)
         if example_weight_power == 0:
@@ -266,7 +266,7 @@ class TaskShapedTransformer(TwoLayerModel):
         """Layer-1 attention of the query stream of the last example: (B, K, H, (L+1)·H), row h of head k over
         the content keys in raster order (example l', position h'); the analogue of the structured copier's
         attention, from which :func:`model.analysis.task_shaped_head_summary` reads where each head goes."""
-        context, query = self._tokens(context, query)  # on the model's device
+        context, query = self.checked_tokens(context, query)  # on the model's device
         B, L, H = context.shape
         dev = context.device
         N = (L + 1) * H

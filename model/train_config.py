@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import torch
 
-from bma_verify.model._common import check_int_fields, check_output_rule
+from bma_verify.model.two_layer import check_int_fields, check_output_rule
 from bma_verify.model.gpt import GPT_POSITIONS, GPTConfig
 from bma_verify.model.task_shaped import LAYER1_INITS, POSITIONS
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from bma_verify.model._common import write_json_atomic
+from bma_verify.model.run_files import write_json_atomic
 from bma_verify.model.convergence import run_plateau
 from bma_verify.model.gpt_training import GPT_READINGS, KL_RESOLUTION, train_gpt
 from bma_verify.model.seeds import require_dev_seeds

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from bma_verify.numerics._validate import (_finite_float_array, check_init, check_kernel, check_parents,
-                                           check_single_kernel, check_tokens)
-from bma_verify.numerics.task import _stationary_distribution
+from bma_verify.numerics.validation import (check_init, check_kernel, check_parents, check_single_kernel, check_tokens,
+                                            finite_float_array)
+from bma_verify.numerics.task import stationary_distribution_unchecked
 
 
 def _check_context(context, d: int) -> np.ndarray:
@@ -140,7 +140,7 @@ def _check_predictive_arguments(kernel, context, query, init):
                          f"(leading axes of context, then H); got {query.shape}")
     init = None if init is None else check_init(init, d)
     kernel = check_single_kernel(kernel)
-    return kernel, context, query, _stationary_distribution(kernel) if init is None else init
+    return kernel, context, query, stationary_distribution_unchecked(kernel) if init is None else init
 
 
 def _bma_predictive(kernel: np.ndarray, context: np.ndarray, query: np.ndarray, init: np.ndarray) -> np.ndarray:
@@ -152,7 +152,7 @@ def _bma_predictive(kernel: np.ndarray, context: np.ndarray, query: np.ndarray, 
 
 
 def _check_probs_and_query(probs, query) -> tuple[np.ndarray, np.ndarray]:
-    probs = _finite_float_array(probs, "probs")
+    probs = finite_float_array(probs, "probs")
     if probs.ndim < 2:
         raise ValueError(f"probs must have shape (..., H, d), got {probs.shape}")
     if np.any(probs < 0):
@@ -194,7 +194,7 @@ def oracle_loss(kernel, parents, query) -> float:
 
 
 def _attention_at_parents(attention, parents) -> tuple[np.ndarray, np.ndarray]:
-    attention = _finite_float_array(attention, "attention")
+    attention = finite_float_array(attention, "attention")
     if attention.ndim < 2 or attention.shape[-1] != attention.shape[-2]:
         raise ValueError(f"attention must have shape (..., H, H), got {attention.shape}")
     parents = check_parents(parents, H=attention.shape[-1])

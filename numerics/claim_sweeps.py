@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bma_verify.numerics._validate import check_init, check_kernel
+from bma_verify.numerics.validation import check_init, check_kernel
 from bma_verify.numerics.task import random_kernel, random_parents, stationary_distribution
 
 INIT_KINDS = ("stationary", "non-stationary")
@@ -26,7 +26,7 @@ TIE_ATOL = 1e-12
 #: I(x_h; x_pa) at or below this (nats) makes the Lemma 3 ratio undefined ("degenerate"): rounding dominates.
 MI_FLOOR = 1e-12
 
-def _item_rng(seed, tag: int, *index: int) -> np.random.Generator:
+def item_rng(seed, tag: int, *index: int) -> np.random.Generator:
     """The generator of work item ``index`` of sweep ``tag``: independent of how items are chunked."""
     if isinstance(seed, np.random.SeedSequence):
         entropy, prefix = seed.entropy, tuple(seed.spawn_key)
@@ -64,7 +64,8 @@ def draw_instance(rng: np.random.Generator, ranges: dict, kernel=None) -> dict:
             "kernel": kernel, "parents": parents, "init": init}
 
 
-def _resolve_init(kernel: np.ndarray, init) -> np.ndarray:
+def resolve_init(kernel: np.ndarray, init) -> np.ndarray:
+    """The law of x_0: ``init`` checked as a law on d states, or the stationary law of ``kernel`` when it is None."""
     return stationary_distribution(kernel) if init is None else check_init(init, kernel.shape[0])
 
 # ----------------------------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtri
 
-from bma_verify.numerics._validate import check_kernel, check_parents, check_positive_int
-from bma_verify.numerics.claim_sweeps import _item_rng
+from bma_verify.numerics.validation import check_kernel, check_parents, check_positive_int
+from bma_verify.numerics.claim_sweeps import item_rng
 from bma_verify.numerics.dpi_sweep import lemma4_terms
 from bma_verify.numerics.information import pairwise_joint
 from bma_verify.numerics.task import sample_chains
@@ -59,7 +59,7 @@ def thm2_counts_chunk(seed, kernel, parents, Ls, block_start: int, block_stop: i
     for i, L in enumerate(Ls):
         L = check_positive_int(int(L), "L", 1)
         for block in range(block_start, block_stop):
-            rng = _item_rng(seed, _THM2_TAG, i, block)
+            rng = item_rng(seed, _THM2_TAG, i, block)
             x = sample_chains(kernel, parents, THM2_BLOCK * L, rng=rng, init=init).reshape(THM2_BLOCK, L, H)
             # scores[b, h, h'] = Σ_l log π(x^l_h | x^l_h')
             scores = log_kernel[x[:, :, None, :], x[:, :, :, None]].sum(1)  # (B, H, H)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import rel_entr, xlogy
 
-from bma_verify.numerics._validate import check_kernel
+from bma_verify.numerics.validation import check_kernel
 
 _SUPPORT_TOL = 1e-300
 
@@ -52,10 +52,11 @@ def dobrushin_coefficients(channel) -> np.ndarray:
     -------
     (...,) float64 in [0, 1]. (``numerics.dobrushin_coefficient`` is the single-kernel version.)
     """
-    return _dobrushin(_as_channel(channel))
+    return dobrushin_coefficients_unchecked(_as_channel(channel))
 
 
-def _dobrushin(channel: np.ndarray) -> np.ndarray:
+def dobrushin_coefficients_unchecked(channel: np.ndarray) -> np.ndarray:
+    """:func:`dobrushin_coefficients` of channels already checked (row-stochastic): it checks nothing."""
     diffs = 0.5 * np.abs(channel[..., :, None, :] - channel[..., None, :, :]).sum(-1)  # (..., m, m)
     return diffs.max(axis=(-1, -2))
 
@@ -96,10 +97,11 @@ def chi2_contraction(input_law, channel) -> np.ndarray:
     (...,) float64 in [0, 1]; 0 when the input or the output has a single state.
     """
     channel = _as_channel(channel)
-    return _eta_chi2(_as_law(input_law, channel.shape[-2]), channel)
+    return chi2_contraction_unchecked(_as_law(input_law, channel.shape[-2]), channel)
 
 
-def _eta_chi2(input_law: np.ndarray, channel: np.ndarray) -> np.ndarray:
+def chi2_contraction_unchecked(input_law: np.ndarray, channel: np.ndarray) -> np.ndarray:
+    """:func:`chi2_contraction` of a law and channels already checked: it checks nothing."""
     B = _normalised_joint(input_law, channel)  # (..., m, k)
     if min(B.shape[-2:]) < 2:
         return np.zeros(B.shape[:-2])
@@ -197,7 +199,7 @@ def kl_contraction_batch(input_laws, channels, seeds=None, *, steps: int = 300) 
         vertex_den = -np.log(np.where(support, p, 1.0))
     vertex = np.where(support & (vertex_den > 1e-12), vertex_num / np.where(vertex_den > 1e-12, vertex_den, 1.0), 0.0)
     best = np.where(support.sum(-1) >= 2, vertex.max(-1), 0.0)  # (N,)
-    best = np.maximum(best, _eta_chi2(p, channels))
+    best = np.maximum(best, chi2_contraction_unchecked(p, channels))
 
     u = np.linalg.svd(_normalised_joint(p, channels))[0]  # (N, m, m)
     direction = np.divide(u[..., 1], np.sqrt(p), out=np.zeros_like(p), where=support)  # (N, m)

@@ -37,10 +37,10 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
-from bma_verify.numerics._validate import (SUM_TOL, _finite_float_array, check_init, check_positive_int, check_rng,
-                                           check_tokens)
+from bma_verify.numerics.validation import (SUM_TOL, check_init, check_positive_int, check_rng, check_tokens,
+                                            finite_float_array)
 from bma_verify.numerics.bma import query_loss
-from bma_verify.numerics.task import _draw_children, _draw_roots, _flat_cdf, random_kernel, stationary_distribution
+from bma_verify.numerics.task import draw_children, draw_roots, flat_cdf, random_kernel, stationary_distribution
 
 #: Largest candidate list handled (C(H, k) sets): bounds the (..., L, H, C) score tensor.
 MAX_CANDIDATES = 20_000
@@ -64,7 +64,7 @@ def check_dag_kernels(kernels, name: str = "kernels") -> tuple[np.ndarray, ...]:
     if not isinstance(kernels, (list, tuple)) or len(kernels) == 0:
         raise ValueError(f"{name} must be a non-empty sequence (π_1, ..., π_k) of tables, π_m of shape (d**m, d); "
                          f"got {type(kernels).__name__}")
-    first = _finite_float_array(kernels[0], f"{name}[0]")
+    first = finite_float_array(kernels[0], f"{name}[0]")
     if first.ndim != 2 or first.shape[0] != first.shape[1]:
         raise ValueError(f"{name}[0] (the order-1 kernel π_1) must be a square (d, d) table; got shape {first.shape}")
     d = first.shape[1]
@@ -72,7 +72,7 @@ def check_dag_kernels(kernels, name: str = "kernels") -> tuple[np.ndarray, ...]:
         raise ValueError(f"{name}[0] must have d >= 2 states, got d = {d}")
     out = []
     for m, table in enumerate(kernels, start=1):
-        arr = first if m == 1 else _finite_float_array(table, f"{name}[{m - 1}]")
+        arr = first if m == 1 else finite_float_array(table, f"{name}[{m - 1}]")
         expected = (d**m, d)
         if arr.shape != expected:
             raise ValueError(f"{name}[{m - 1}] (the order-{m} kernel π_{m}) must have shape (d**{m}, d) = {expected} "
@@ -173,7 +173,7 @@ def dag_candidate_counts(H: int, k: int) -> np.ndarray:
     return np.array([math.comb(h, min(k, h)) for h in range(H)], dtype=np.int64)
 
 
-def _choice_counts(H: int, k: int) -> np.ndarray:
+def choice_counts(H: int, k: int) -> np.ndarray:
     """C(h, k) for h >= k, 0 for h < k: the number of live columns of posterior row h."""
     return np.array([math.comb(h, k) if h >= k else 0 for h in range(H)], dtype=np.int64)
 
@@ -194,7 +194,7 @@ def parent_sets_from_choices(choices, H: int, k: int) -> np.ndarray:
     choices = np.asarray(choices, dtype=np.int64)
     if choices.shape[-1:] != (H - k,):
         raise ValueError(f"choices must have H - k = {H - k} entries on its last axis, got shape {choices.shape}")
-    limits = _choice_counts(H, k)[k:]
+    limits = choice_counts(H, k)[k:]
     if np.any(choices < 0) or np.any(choices >= limits):
         raise ValueError(f"choices[..., j] must be in 0..C(k + j, k) - 1 (position k + j has C(k + j, k) candidates)")
     sets = dag_candidate_sets(H, k)
@@ -250,11 +250,13 @@ def random_parent_sets(H: int, k: int, *, rng: np.random.Generator) -> np.ndarra
     """
     H, k = _check_H_k(H, k)
     rng = check_rng(rng)
-    choices = rng.integers(0, _choice_counts(H, k)[k:])
+    choices = rng.integers(0, choice_counts(H, k)[k:])
     return parent_sets_from_choices(choices, H, k)
 
 
-def _resolve_init(kernels: tuple, init) -> np.ndarray:
+def resolve_dag_init(kernels: tuple, init) -> np.ndarray:
+    """The law of x_0: ``init`` checked as a law on d states, or the stationary law of the order-1 table
+    ``kernels[0]`` when it is None."""
     d = kernels[0].shape[1]
     return stationary_distribution(kernels[0]) if init is None else check_init(init, d)
 
@@ -264,8 +266,8 @@ def _draw_tokens(kernels: tuple, parent_sets: np.ndarray, init: np.ndarray, u: n
     d = kernels[0].shape[1]
     H, B, n = u.shape
     x = np.empty((B, n, H), dtype=np.int64)
-    x[:, :, 0] = _draw_roots(init, u[0])
-    flats = [_flat_cdf(table) for table in kernels]
+    x[:, :, 0] = draw_roots(init, u[0])
+    flats = [flat_cdf(table) for table in kernels]
     rows = np.arange(B)
     k = len(kernels)
     for h in range(1, H):
@@ -273,7 +275,7 @@ def _draw_tokens(kernels: tuple, parent_sets: np.ndarray, init: np.ndarray, u: n
         parents = parent_sets[:, h, :m]  # (B, m)
         values = x[rows[:, None], :, parents]  # (B, m, n)
         code = encode_parent_values(np.moveaxis(values, 1, -1), d)  # (B, n)
-        x[:, :, h] = _draw_children(flats[m - 1], d, code, u[h])
+        x[:, :, h] = draw_children(flats[m - 1], d, code, u[h])
     return x
 
 
@@ -297,7 +299,7 @@ def sample_dag_chains(kernels, parent_sets, n: int, *, rng: np.random.Generator,
         raise ValueError(f"parent_sets must be one DAG of shape (H, k), got shape {parent_sets.shape}")
     n = check_positive_int(n, "n", minimum=0)
     rng = check_rng(rng)
-    init = _resolve_init(kernels, init)
+    init = resolve_dag_init(kernels, init)
     H = parent_sets.shape[0]
     u = rng.random((H, 1, n))
     x = _draw_tokens(kernels, parent_sets[None], init, u)[0]  # (n, H)
@@ -327,8 +329,8 @@ def sample_dag_task(kernels, n_contexts: int, L: int, H: int, *, rng: np.random.
     L = check_positive_int(L, "L", minimum=0)
     H, k = _check_H_k(H, k)
     rng = check_rng(rng)
-    init = _resolve_init(kernels, init)
-    choices = rng.integers(0, _choice_counts(H, k)[k:], size=(B, H - k))
+    init = resolve_dag_init(kernels, init)
+    choices = rng.integers(0, choice_counts(H, k)[k:], size=(B, H - k))
     parent_sets = parent_sets_from_choices(choices, H, k)
     u = rng.random((H, B, L + 1))
     x = _draw_tokens(kernels, parent_sets, init, u)
@@ -383,7 +385,7 @@ def dag_log_posterior(scores, k: int) -> np.ndarray:
     s = np.asarray(scores, dtype=np.float64)
     k = _check_order(k)
     H, C = s.shape[-2:]
-    live = np.arange(C)[None, :] < _choice_counts(H, k)[:, None]  # (H, C)
+    live = np.arange(C)[None, :] < choice_counts(H, k)[:, None]  # (H, C)
     rows = np.where(live, s, -np.inf)[..., k:, :]  # (..., H-k, C)
     out = np.full(s.shape, -np.inf)
     with np.errstate(invalid="ignore"):
@@ -391,7 +393,8 @@ def dag_log_posterior(scores, k: int) -> np.ndarray:
     return out
 
 
-def _log_tables(kernels: tuple) -> tuple:
+def log_tables(kernels: tuple) -> tuple:
+    """The natural log of each checked table of ``kernels`` (log 0 = −inf), in the same order."""
     with np.errstate(divide="ignore"):
         return tuple(np.log(t) for t in kernels)
 
@@ -416,7 +419,7 @@ def dag_parent_posterior(kernels, context) -> np.ndarray:
     """
     kernels = check_dag_kernels(kernels)
     k = len(kernels)
-    log_posterior = dag_log_posterior(dag_set_scores(_log_tables(kernels)[-1], context), k)
+    log_posterior = dag_log_posterior(dag_set_scores(log_tables(kernels)[-1], context), k)
     if np.any(np.isnan(log_posterior)):
         raise ValueError("context is impossible under kernels: some position has zero likelihood for every "
                          "candidate parent set")
@@ -450,7 +453,7 @@ def dag_bma_predictive(kernels, context, query, init=None) -> np.ndarray:
     k, d = len(kernels), kernels[0].shape[1]
     context = _check_context(context, d, k)
     query = _check_query(query, context, d)
-    init = _resolve_init(kernels, init)
+    init = resolve_dag_init(kernels, init)
     posterior = dag_parent_posterior(kernels, context)  # (..., H, C)
     sets = dag_candidate_sets(context.shape[-1], k)
     rows = kernels[-1][encode_parent_values(query[..., sets], d)]  # (..., C, d)
@@ -469,7 +472,7 @@ def dag_oracle_loss(kernels, parent_sets, query) -> float:
     parent_sets = check_parent_sets(parent_sets, k=k, H=query.shape[-1])
     if parent_sets.shape[:-1] != query.shape:
         raise ValueError(f"parent_sets must have shape {query.shape + (k,)} to match query, got {parent_sets.shape}")
-    logs = _log_tables(kernels)
+    logs = log_tables(kernels)
     total = []
     for h in range(1, query.shape[-1]):
         m = min(k, h)

@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from bma_verify.numerics._validate import check_positive_int, check_tokens
-from bma_verify.numerics.dag import _log_tables, _resolve_init, check_dag_kernels, check_parent_sets
+from bma_verify.numerics.validation import check_positive_int, check_tokens
+from bma_verify.numerics.dag import check_dag_kernels, check_parent_sets, log_tables, resolve_dag_init
 from bma_verify.numerics.enumeration import MAX_SEQUENCES, all_sequences
 
 #: Largest number of DAGs enumerated (Π_{h≥k} C(h, k)); e.g. k = 2, H = 6 gives 180.
@@ -68,8 +68,8 @@ def dag_sequence_log_likelihood(kernels, parent_sets, sequences, init=None) -> n
     n = sequences.shape[-1]
     if n > parent_sets.shape[0]:
         raise ValueError(f"sequences must have at most H = {parent_sets.shape[0]} positions, got {n}")
-    init = _resolve_init(kernels, init)
-    logs = _log_tables(kernels)
+    init = resolve_dag_init(kernels, init)
+    logs = log_tables(kernels)
     with np.errstate(divide="ignore"):
         total = np.log(init)[sequences[..., 0]]
     for h in range(1, n):

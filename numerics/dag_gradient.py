@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.validation import check_positive_int, check_rng
 from bma_verify.numerics.dag import (check_dag_kernels, check_parent_sets, dag_candidate_sets, encode_parent_values,
                                      sample_dag_chains)
 from bma_verify.numerics.dag_enumeration import dag_sequence_log_likelihood

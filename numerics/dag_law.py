@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bma_verify.numerics._validate import check_positive_int, check_rng
-from bma_verify.numerics.dag import (_resolve_init, check_dag_kernels, check_parent_sets, encode_parent_values,
-                                     random_dag_kernels, random_parent_sets, sample_dag_chains)
+from bma_verify.numerics.validation import check_positive_int, check_rng
+from bma_verify.numerics.dag import (check_dag_kernels, check_parent_sets, encode_parent_values, random_dag_kernels,
+                                     random_parent_sets, resolve_dag_init, sample_dag_chains)
 from bma_verify.numerics.dag_enumeration import check_enumerable
 from bma_verify.numerics.task import random_kernel
 
@@ -47,7 +47,7 @@ def dag_joint_tensor(kernels, parent_sets, init=None, n_positions: int | None = 
     if n > H:
         raise ValueError(f"n_positions must be at most H = {H}, got {n}")
     check_enumerable(d, n)
-    joint = _resolve_init(kernels, init).copy()
+    joint = resolve_dag_init(kernels, init).copy()
     for h in range(1, n):
         m = min(k, h)
         shape = [1] * (h + 1)
@@ -113,7 +113,9 @@ def dag_set_joint(kernels, parent_sets, A, B, init=None) -> np.ndarray:
     return DagLaw(kernels, parent_sets, init).joint(A, B)
 
 
-def _check_position_and_set(law: DagLaw, h: int, S) -> tuple[int, tuple]:
+def check_position_and_set(law: DagLaw, h: int, S) -> tuple[int, tuple]:
+    """(h, S) checked against ``law``: a position k <= h < H and k distinct earlier positions S, sorted; else
+    ``ValueError``."""
     h = check_positive_int(h, "h", 1)
     if not law.k <= h < law.H:
         raise ValueError(f"h must be a position in {law.k}..{law.H - 1} (h >= k chooses among C(h, k) sets), got {h}")
@@ -124,11 +126,11 @@ def _check_position_and_set(law: DagLaw, h: int, S) -> tuple[int, tuple]:
 
 
 
-def _sample_for_set(kernels, parent_sets, h, S, n, rng, init):
+def sample_for_set(kernels, parent_sets, h, S, n, rng, init):
     """The Monte Carlo checks' common start: validated (law, h, S), the true set T, n sampled sequences x of shape
     (n, h + 1), and the encoded values a = x_T, b = x_S (each (n,), symbols in 0..d**k − 1)."""
     law = DagLaw(kernels, parent_sets, init)
-    h, S = _check_position_and_set(law, h, S)
+    h, S = check_position_and_set(law, h, S)
     n = check_positive_int(n, "n", 2)
     rng = check_rng(rng)
     T = law.true_set(h)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import rel_entr
 
-from bma_verify.numerics._validate import check_positive_int
-from bma_verify.numerics.dag import _choice_counts, check_dag_kernels, dag_candidate_sets
-from bma_verify.numerics.dag_law import (DAG_RANGES, INIT_KINDS, DagLaw, _sample_for_set, dag_instance_record,
-                                         draw_dag_instance, instance_rng, instance_size_key, overlap_ratio_one_instance)
+from bma_verify.numerics.validation import check_positive_int
+from bma_verify.numerics.dag import check_dag_kernels, choice_counts, dag_candidate_sets
+from bma_verify.numerics.dag_law import (DAG_RANGES, INIT_KINDS, DagLaw, dag_instance_record, draw_dag_instance,
+                                         instance_rng, instance_size_key, overlap_ratio_one_instance, sample_for_set)
 from bma_verify.numerics.estimators import mutual_information_estimate, mutual_information_ratio_estimate
 
 #: I(x_h; x_T) at or below this (nats) makes a ratio undefined (rounding dominates).
@@ -73,7 +73,7 @@ def dag_lemma3_sets(kernels, parent_sets, init=None) -> dict:
 def _lemma3_sets(law: DagLaw) -> dict:
     out = {key: [] for key in ("h", "S", "T", "overlap", "mi_true", "mi_candidate", "mi_shared")}
     sets = dag_candidate_sets(law.H, law.k)
-    counts = _choice_counts(law.H, law.k)
+    counts = choice_counts(law.H, law.k)
     for h in range(law.k, law.H):
         T = law.true_set(h)
         mi_true = _mi(law.joint(T, (h,)))
@@ -108,7 +108,7 @@ def dag_lemma3_monte_carlo(kernels, parent_sets, h: int, S, n: int, *, rng, init
     alphabet of d**k symbols. Returns ``mi_candidate``, ``mi_true``, ``ratio`` (:class:`Estimate`) and ``exact``
     (dict of floats: ``mi_candidate``, ``mi_true``, ``ratio``).
     """
-    law, h, S, T, x, a, b = _sample_for_set(kernels, parent_sets, h, S, n, rng, init)
+    law, h, S, T, x, a, b = sample_for_set(kernels, parent_sets, h, S, n, rng, init)
     D = law.d**law.k
     y = np.ascontiguousarray(x[:, h])
     mi_true, mi_candidate = _mi(law.joint(T, (h,))), _mi(law.joint(S, (h,)))

@@ -21,8 +21,8 @@ import numpy as np
 from scipy.special import rel_entr, xlogy
 
 from bma_verify.numerics.dag import dag_candidate_sets, random_dag_kernels
-from bma_verify.numerics.dag_law import (INIT_KINDS, DagLaw, _check_position_and_set, _sample_for_set,
-                                         dag_instance_record, draw_dag_instance, overlap_ratio_one_instance)
+from bma_verify.numerics.dag_law import (INIT_KINDS, DagLaw, check_position_and_set, dag_instance_record,
+                                         draw_dag_instance, overlap_ratio_one_instance, sample_for_set)
 from bma_verify.numerics.estimators import mean_estimate
 from bma_verify.numerics.information import mutual_information
 
@@ -38,7 +38,7 @@ def dag_lemma4_terms(kernels, parent_sets, h: int, S, init=None) -> dict:
     |S ∩ T|; and ``T``, ``S`` as tuples.
     """
     law = DagLaw(kernels, parent_sets, init)
-    return _lemma4_terms(law, *_check_position_and_set(law, h, S))
+    return _lemma4_terms(law, *check_position_and_set(law, h, S))
 
 
 def _lemma4_terms(law: DagLaw, h: int, S: tuple) -> dict:
@@ -63,7 +63,7 @@ def dag_lemma4_monte_carlo(kernels, parent_sets, h: int, S, n: int, *, rng, init
     Δ) and ``kl_estimate`` = mean of KL(π(·|x_T) ‖ π(·|x_S)) (the same Δ, Rao–Blackwellised over x_h), each an
     :class:`numerics.estimators.Estimate` with its standard error; ``exact`` = :func:`dag_lemma4_terms`.
     """
-    law, h, S, T, x, a, b = _sample_for_set(kernels, parent_sets, h, S, n, rng, init)
+    law, h, S, T, x, a, b = sample_for_set(kernels, parent_sets, h, S, n, rng, init)
     pi = law.kernels[-1]
     with np.errstate(divide="ignore"):
         log_pi = np.log(pi)

@@ -26,10 +26,11 @@ import numpy as np
 from scipy.special import rel_entr, xlogy
 from tqdm import tqdm
 
-from bma_verify.numerics._validate import check_init, check_joint, check_kernel, check_parents
-from bma_verify.numerics.claim_sweeps import (INIT_KINDS, MI_FLOOR, VIOLATION_RTOL, SweepResult, _item_rng,
-                                              _resolve_init, draw_instance, instance_record)
-from bma_verify.numerics.contraction import _dobrushin, _eta_chi2, kl_contraction_batch
+from bma_verify.numerics.validation import check_init, check_joint, check_kernel, check_parents
+from bma_verify.numerics.claim_sweeps import (INIT_KINDS, MI_FLOOR, VIOLATION_RTOL, SweepResult, draw_instance,
+                                              instance_record, item_rng, resolve_init)
+from bma_verify.numerics.contraction import (chi2_contraction_unchecked, dobrushin_coefficients_unchecked,
+                                             kl_contraction_batch)
 from bma_verify.numerics.estimators import mean_estimate, mutual_information_estimate, mutual_information_ratio_estimate
 from bma_verify.numerics.information import mutual_information, pairwise_joint
 from bma_verify.numerics.task import sample_chains, stationary_distribution
@@ -67,7 +68,7 @@ def lemma3_pairs(kernel, parents, init=None) -> dict:
     kernel = check_kernel(kernel)
     parents = check_parents(parents)
     d = kernel.shape[0]
-    inits = np.atleast_2d(_resolve_init(kernel, init) if init is None or np.ndim(init) == 1 else
+    inits = np.atleast_2d(resolve_init(kernel, init) if init is None or np.ndim(init) == 1 else
                           np.stack([check_init(i, d) for i in init]))  # (I, d)
     batch = lemma3_pairs_batch(kernel[None], parents[None], inits[None])
     keep = batch["candidate"][0]  # (P_all,)
@@ -139,8 +140,9 @@ def lemma3_pairs_batch(kernels, parents, inits) -> dict:
         "joint_candidate_child": joint_candidate_child, "joint_parent_child": joint_parent_child,
         "joint_candidate_parent": joint_candidate_parent, "parent_law": parent_law, "channel": channel,
         "mi_candidate": mi_candidate, "mi_parent": mi_parent, "ratio": ratio,
-        "eta_chi2": _eta_chi2(parent_law, channel), "dobrushin_channel": _dobrushin(channel),
-        "dobrushin": _dobrushin(kernels), "doeblin": 1.0 - d * kernels.min(axis=(1, 2)),
+        "eta_chi2": chi2_contraction_unchecked(parent_law, channel),
+        "dobrushin_channel": dobrushin_coefficients_unchecked(channel),
+        "dobrushin": dobrushin_coefficients_unchecked(kernels), "doeblin": 1.0 - d * kernels.min(axis=(1, 2)),
     }
 
 
@@ -185,11 +187,13 @@ def lemma4_terms(kernel, joint_parent_child, joint_candidate_child) -> dict:
     kernel = check_kernel(kernel)
     joint_parent_child = check_joint(joint_parent_child, "joint_parent_child")
     joint_candidate_child = check_joint(joint_candidate_child, "joint_candidate_child")
-    return _lemma4_terms(kernel, joint_parent_child, joint_candidate_child, mutual_information(joint_parent_child),
-                         mutual_information(joint_candidate_child))
+    return lemma4_terms_from_mi(kernel, joint_parent_child, joint_candidate_child,
+                                mutual_information(joint_parent_child), mutual_information(joint_candidate_child))
 
 
-def _lemma4_terms(kernel, joint_parent_child, joint_candidate_child, mi_parent, mi_candidate) -> dict:
+def lemma4_terms_from_mi(kernel, joint_parent_child, joint_candidate_child, mi_parent, mi_candidate) -> dict:
+    """:func:`lemma4_terms` of checked arrays (broadcasting over leading axes) with the two mutual informations
+    given, so that a sweep reuses the ones it computed already; it checks nothing."""
     # xlogy: 0 · log π = 0 where the joint has no mass; π > 0 wherever the joint has mass.
     lhs = xlogy(joint_parent_child, kernel).sum((-2, -1)) - xlogy(joint_candidate_child, kernel).sum((-2, -1))
     candidate_law = joint_candidate_child.sum(-1)  # (..., d)
@@ -224,12 +228,12 @@ def lemma3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = LEMMA3_RAN
     result = SweepResult("lemma3")
     groups: dict[tuple[int, int], list] = {}  # instances of equal (d, H) are evaluated as one batch
     for index in tqdm(range(start, stop), disable=quiet, desc="lemma3 sweep"):
-        instance = draw_instance(_item_rng(seed, _LEMMA3_TAG, index), ranges, kernel)
+        instance = draw_instance(item_rng(seed, _LEMMA3_TAG, index), ranges, kernel)
         instance["index"] = index
         groups.setdefault((instance["d"], instance["H"]), []).append(instance)
     for _, members in sorted(groups.items()):
         for first in range(0, len(members), _LEMMA3_BATCH):
-            _score_lemma3_batch(result, members[first:first + _LEMMA3_BATCH], compute_sdpi)
+            score_lemma3_batch(result, members[first:first + _LEMMA3_BATCH], compute_sdpi)
     return result
 
 
@@ -237,7 +241,7 @@ def lemma3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = LEMMA3_RAN
 _LEMMA3_BATCH = 64
 
 
-def _score_lemma3_batch(result: SweepResult, members: list, compute_sdpi: bool) -> None:
+def score_lemma3_batch(result: SweepResult, members: list, compute_sdpi: bool) -> None:
     """Add a batch of instances of one (d, H), each under both μ₀ of INIT_KINDS (stationary, drawn)."""
     kernels = np.stack([m["kernel"] for m in members])  # (B, d, d)
     inits = np.stack([np.stack([stationary_distribution(m["kernel"]), m["init"]]) for m in members])  # (B, 2, d)
@@ -298,8 +302,8 @@ def _score_lemma3_batch(result: SweepResult, members: list, compute_sdpi: bool) 
         if defined.any():
             result.maximum(f"alpha_max/{name}", float(alpha[defined].max()))
     # the MIs here are the foundation-independent ones of lemma3_pairs_batch; tests compare them with dit
-    terms = _lemma4_terms(kernels[:, None, None], batch["joint_parent_child"], batch["joint_candidate_child"],
-                          batch["mi_parent"], batch["mi_candidate"])
+    terms = lemma4_terms_from_mi(kernels[:, None, None], batch["joint_parent_child"], batch["joint_candidate_child"],
+                                 batch["mi_parent"], batch["mi_candidate"])
     gap = terms["lhs"]
     error = np.abs(gap - terms["rhs"])
     result.add("lemma4/nonpositive_gap", int((candidate & (gap <= 0)).sum()))
@@ -442,7 +446,7 @@ def _ratio_block(kernels, parents, inits) -> dict:
     ratio = np.divide(mi_candidate, mi_parent, out=np.full_like(mi_candidate, np.nan), where=mi_parent > MI_FLOOR)
     return {"h": h, "h_prime": h_prime, "candidate": candidate, "ancestor": lca == h_prime[None, :],
             "mi_candidate": mi_candidate, "mi_parent": mi_parent, "ratio": ratio, "loglik_gap": loglik_gap,
-            "dobrushin": _dobrushin(kernels), "doeblin": 1.0 - d * kernels.min(axis=(1, 2))}
+            "dobrushin": dobrushin_coefficients_unchecked(kernels), "doeblin": 1.0 - d * kernels.min(axis=(1, 2))}
 
 
 #: Instances whose pairs are evaluated together: their temporaries (~0.3 MB at d = 5, H = 10) stay in the core's
@@ -524,13 +528,15 @@ def lemma3_batched_sweep(seed, start: int, stop: int, *, batch_size: int = LEMMA
     """
     result = SweepResult("lemma3-batched")
     for index in range(start, stop):
-        rng = _item_rng(seed, _BATCHED_TAG, index)
+        rng = item_rng(seed, _BATCHED_TAG, index)
         d, H = (int(rng.integers(low, high + 1)) for low, high in (ranges["d"], ranges["H"]))
-        _score_ratio_batch(result, draw_lemma3_batch(rng, batch_size, d, H, ranges), index)
+        score_ratio_batch(result, draw_lemma3_batch(rng, batch_size, d, H, ranges), index)
     return result
 
 
-def _score_ratio_batch(result: SweepResult, batch: dict, index: int) -> None:
+def score_ratio_batch(result: SweepResult, batch: dict, index: int) -> None:
+    """Add batch ``index`` of the batched Lemma 3 sweep (one (d, H), both μ₀ of INIT_KINDS) to ``result``: pair and
+    violation counts per bound, Lemma 4's non-positive gaps, and the largest ratio with its instance."""
     out = lemma3_ratio_batch(batch["kernels"], batch["parents"], batch["inits"])
     B, I, P = out["ratio"].shape
     candidate = np.broadcast_to(out["candidate"][:, None, :], (B, I, P))

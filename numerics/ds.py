@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
-from bma_verify.numerics._validate import check_parents, check_positive_int, check_rng
+from bma_verify.numerics.validation import check_parents, check_positive_int, check_rng
 from bma_verify.numerics.bma import causal_log_softmax
 
 _LOG_2PI = math.log(2.0 * math.pi)

@@ -22,7 +22,7 @@ from scipy.optimize import minimize
 from scipy.special import log_softmax
 from tqdm import tqdm
 
-from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.validation import check_positive_int, check_rng
 from bma_verify.numerics.bma import causal_log_softmax, parent_loss
 from bma_verify.numerics.ds import (check_orthogonal, check_rho, check_vectors, ds_log_parent_posterior, ds_score_terms,
                                     posterior_kl, sample_ds_task)

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from bma_verify.numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_tokens
+from bma_verify.numerics.validation import check_init, check_kernel, check_parents, check_positive_int, check_tokens
 from bma_verify.numerics.task import stationary_distribution
 
 MAX_TREES = 40_320  # (H-1)! trees; 8! = 40320, i.e. H <= 9
@@ -78,12 +78,12 @@ def sequence_log_likelihood(kernel, parents, sequences, init=None) -> np.ndarray
     parents = check_parents(parents, H=sequences.shape[-1])
     init = stationary_distribution(kernel) if init is None else check_init(init, d)
     sequences = check_tokens(sequences, d, "sequences").astype(np.int64)
-    return _sequence_log_likelihood(kernel, parents, sequences, init)
+    return sequence_log_likelihood_unchecked(kernel, parents, sequences, init)
 
 
-def _sequence_log_likelihood(kernel: np.ndarray, parents: np.ndarray, sequences: np.ndarray,
+def sequence_log_likelihood_unchecked(kernel: np.ndarray, parents: np.ndarray, sequences: np.ndarray,
                              init: np.ndarray) -> np.ndarray:
-    """:func:`sequence_log_likelihood` on validated arrays (int tokens, ``init`` a law)."""
+    """:func:`sequence_log_likelihood` on arrays already checked (int tokens, ``init`` a law): it checks nothing."""
     with np.errstate(divide="ignore"):
         log_kernel = np.log(kernel)  # (d, d)
         total = np.log(init)[sequences[..., 0]]  # (...,)
@@ -107,7 +107,8 @@ def sequence_distribution(kernel, parents, init=None) -> tuple[np.ndarray, np.nd
         raise ValueError(f"parents must have length H = {sequences.shape[-1]} (matching the tokens), "
                          f"got {parents.shape[-1]}")
     init = _law_of_x0(kernel, init)
-    probabilities = np.exp(_sequence_log_likelihood(kernel, parents, sequences.astype(np.int64), init))  # (d**H,)
+    log_probabilities = sequence_log_likelihood_unchecked(kernel, parents, sequences.astype(np.int64), init)
+    probabilities = np.exp(log_probabilities)  # (d**H,)
     return sequences, probabilities
 
 
@@ -160,7 +161,7 @@ def brute_force_parent_posterior(kernel, context, init=None) -> np.ndarray:
     # log-likelihood of the L examples under each tree: sum over examples of the full sequence likelihood.
     log_like = np.zeros(trees.shape[0])
     for tree_index, tree in enumerate(trees):
-        log_like[tree_index] = _sequence_log_likelihood(kernel, tree, context, init).sum()
+        log_like[tree_index] = sequence_log_likelihood_unchecked(kernel, tree, context, init).sum()
     finite = np.isfinite(log_like)
     if not finite.any():
         raise ValueError("context must have positive probability under at least one tree for this kernel")

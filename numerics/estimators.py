@@ -23,7 +23,7 @@ from scipy.optimize import brentq
 from scipy.special import ndtri, xlogy
 from scipy.stats import chi2, ncx2
 
-from bma_verify.numerics._validate import check_positive_int, check_tokens
+from bma_verify.numerics.validation import check_positive_int, check_tokens
 
 
 @dataclass(frozen=True)

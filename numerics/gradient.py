@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from bma_verify.numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_rng
-from bma_verify.numerics.enumeration import MAX_SEQUENCES, _sequence_log_likelihood, all_sequences
+from bma_verify.numerics.validation import check_init, check_kernel, check_parents, check_positive_int, check_rng
+from bma_verify.numerics.enumeration import MAX_SEQUENCES, all_sequences, sequence_log_likelihood_unchecked
 from bma_verify.numerics.estimators import mean_estimate
-from bma_verify.numerics.information import _marginal, _pairwise_joint
-from bma_verify.numerics.task import _sample_chains, _stationary_distribution
+from bma_verify.numerics.information import marginal_unchecked, pairwise_joint_unchecked
+from bma_verify.numerics.task import sample_chains_unchecked, stationary_distribution_unchecked
 
 #: Configurations x_0..x_h per block when summing the exact expectation (bounds memory to ~100 MB).
 _BLOCK = 1 << 17
@@ -40,7 +40,7 @@ def _validate(kernel, parents, h: int, init):
 
 def _law_of_x0(kernel: np.ndarray, init) -> np.ndarray:
     """μ₀: the validated ``init``, or the stationary law when None (resolved where it is first needed)."""
-    return _stationary_distribution(kernel) if init is None else init
+    return stationary_distribution_unchecked(kernel) if init is None else init
 
 
 def init_gradient_samples(kernel, tokens, law=None) -> np.ndarray:
@@ -96,7 +96,7 @@ def init_gradient(kernel, parents, h: int, init=None, method: str = "exact", n: 
     if denominator not in ("mixture", "marginal"):
         raise ValueError(f"denominator must be 'mixture' or 'marginal'; got {denominator!r}")
     # (d,) P(x_h) for the approximate form
-    law = None if denominator == "mixture" else _marginal(kernel, parents, h, _law_of_x0(kernel, init))
+    law = None if denominator == "mixture" else marginal_unchecked(kernel, parents, h, _law_of_x0(kernel, init))
     if method == "exact":
         d = kernel.shape[0]
         if d ** (h + 1) > MAX_SEQUENCES:
@@ -108,7 +108,7 @@ def init_gradient(kernel, parents, h: int, init=None, method: str = "exact", n: 
     if method == "monte-carlo":
         n = check_positive_int(n, "n", 2)
         rng = check_rng(rng)
-        tokens = _sample_chains(kernel, prefix, n, rng, _law_of_x0(kernel, init))  # (n, h+1)
+        tokens = sample_chains_unchecked(kernel, prefix, n, rng, _law_of_x0(kernel, init))  # (n, h+1)
         return mean_estimate(init_gradient_samples(kernel, tokens, law))
     raise ValueError(f"method must be 'exact' or 'monte-carlo'; got {method!r}")
 
@@ -121,7 +121,7 @@ def _exact_init_gradient(kernel: np.ndarray, parents: np.ndarray, h: int, init: 
     total = np.zeros(h)
     for start in range(0, tokens.shape[0], _BLOCK):
         block = tokens[start:start + _BLOCK].astype(np.int64)  # (b, h+1)
-        weights = np.exp(_sequence_log_likelihood(kernel, prefix, block, init))  # (b,)
+        weights = np.exp(sequence_log_likelihood_unchecked(kernel, prefix, block, init))  # (b,)
         # impossible configurations (kernel or init zeros) may have π̄(x_h) = 0: they carry no weight
         possible = weights > 0
         total += weights[possible] @ init_gradient_samples(kernel, block[possible], law)  # (h,)
@@ -144,11 +144,11 @@ def chi2_gain(kernel, parents, h: int, init=None) -> np.ndarray:
 
 def _chi2_gain(kernel: np.ndarray, parents: np.ndarray, h: int, init: np.ndarray) -> np.ndarray:
     """:func:`chi2_gain` on validated arrays (one tree with more than h positions, ``init`` a law)."""
-    law_h = _marginal(kernel, parents, h, init)  # (d,)
+    law_h = marginal_unchecked(kernel, parents, h, init)  # (d,)
     inv_law_h = np.divide(1.0, law_h, out=np.zeros_like(law_h), where=law_h > 0)
     gain = np.empty(h)
     for candidate in range(h):
-        joint = _pairwise_joint(kernel, parents, candidate, h, init)  # (d, d): P(x_{h'} = a, x_h = b)
+        joint = pairwise_joint_unchecked(kernel, parents, candidate, h, init)  # (d, d): P(x_{h'} = a, x_h = b)
         gain[candidate] = (joint * kernel * inv_law_h[None, :]).sum() - 1.0
     return gain
 

@@ -7,16 +7,17 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import entr, rel_entr
 
-from bma_verify.numerics._validate import check_distribution, check_init, check_joint, check_kernel, check_parents
-from bma_verify.numerics.task import _stationary_distribution, stationary_distribution
+from bma_verify.numerics.validation import check_distribution, check_init, check_joint, check_kernel, check_parents
+from bma_verify.numerics.task import stationary_distribution, stationary_distribution_unchecked
 
 
 def depths(parents) -> np.ndarray:
     """Depth of every position in the tree (root = 0). (H,) int64."""
-    return _depths(check_parents(parents, single=True))
+    return depths_unchecked(check_parents(parents, single=True))
 
 
-def _depths(parents: np.ndarray) -> np.ndarray:
+def depths_unchecked(parents: np.ndarray) -> np.ndarray:
+    """:func:`depths` of one tree already checked by ``check_parents``: it checks nothing."""
     depth = np.zeros(parents.shape[0], dtype=np.int64)
     for h in range(1, parents.shape[0]):  # parents[h] < h, so its depth is already known
         depth[h] = depth[parents[h]] + 1
@@ -57,12 +58,12 @@ def marginal(kernel, parents, i: int, init=None) -> np.ndarray:
     parents = check_parents(parents, single=True)
     if not (0 <= i < parents.shape[0]):
         raise ValueError(f"i must be a position in 0..{parents.shape[0] - 1}, got {i}")
-    return _marginal(kernel, parents, i, init)
+    return marginal_unchecked(kernel, parents, i, init)
 
 
-def _marginal(kernel: np.ndarray, parents: np.ndarray, i: int, init: np.ndarray) -> np.ndarray:
-    """:func:`marginal` on validated arrays (one tree, ``init`` a law)."""
-    return init @ np.linalg.matrix_power(kernel, int(_depths(parents)[i]))
+def marginal_unchecked(kernel: np.ndarray, parents: np.ndarray, i: int, init: np.ndarray) -> np.ndarray:
+    """:func:`marginal` on arrays already checked (one tree, ``init`` a law): it checks nothing."""
+    return init @ np.linalg.matrix_power(kernel, int(depths_unchecked(parents)[i]))
 
 
 def pairwise_joint(kernel, parents, i: int, j: int, init=None) -> np.ndarray:
@@ -86,17 +87,18 @@ def pairwise_joint(kernel, parents, i: int, j: int, init=None) -> np.ndarray:
     kernel = check_kernel(kernel, single=True)
     parents = check_parents(parents)
     d = kernel.shape[0]
-    init = _stationary_distribution(kernel) if init is None else check_init(init, d)
+    init = stationary_distribution_unchecked(kernel) if init is None else check_init(init, d)
     _check_positions(parents, i, j)
     if parents.ndim != 1:
         raise ValueError(f"parents must be one tree of shape (H,), got shape {parents.shape}")
-    return _pairwise_joint(kernel, parents, i, j, init)
+    return pairwise_joint_unchecked(kernel, parents, i, j, init)
 
 
-def _pairwise_joint(kernel: np.ndarray, parents: np.ndarray, i: int, j: int, init: np.ndarray) -> np.ndarray:
-    """:func:`pairwise_joint` on validated arrays (one tree, positions in range, ``init`` a law)."""
+def pairwise_joint_unchecked(kernel: np.ndarray, parents: np.ndarray, i: int, j: int, init: np.ndarray) -> np.ndarray:
+    """:func:`pairwise_joint` on arrays already checked (one tree, positions in range, ``init`` a law): it checks
+    nothing."""
     c = _lowest_common_ancestor(parents, i, j)
-    depth = _depths(parents)
+    depth = depths_unchecked(parents)
     law_c = init @ np.linalg.matrix_power(kernel, int(depth[c]))  # (d,)
     to_i = np.linalg.matrix_power(kernel, int(depth[i] - depth[c]))  # (d, d): x_c -> x_i
     to_j = np.linalg.matrix_power(kernel, int(depth[j] - depth[c]))  # (d, d): x_c -> x_j

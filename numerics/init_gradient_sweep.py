@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 from tqdm import tqdm
 
-from bma_verify.numerics._validate import check_kernel, check_parents, check_positive_int
-from bma_verify.numerics.claim_sweeps import (INIT_KINDS, TIE_ATOL, SweepResult, _item_rng, _resolve_init,
-                                              draw_instance, instance_record)
+from bma_verify.numerics.validation import check_kernel, check_parents, check_positive_int
+from bma_verify.numerics.claim_sweeps import (INIT_KINDS, TIE_ATOL, SweepResult, draw_instance, instance_record,
+                                              item_rng, resolve_init)
 from bma_verify.numerics.estimators import mean_estimate
 from bma_verify.numerics.gradient import approximate_init_gradient, chi2_gain, init_gradient, init_gradient_samples
 from bma_verify.numerics.information import chi2_mutual_information, marginal, pairwise_joint
@@ -61,7 +61,7 @@ def thm3_check_position(kernel, parents, h: int, init=None) -> dict:
     parents = check_parents(parents)
     if not 2 <= h < parents.shape[-1]:
         raise ValueError(f"h must be a position in 2..{parents.shape[-1] - 1} (at least two candidates); got {h}")
-    init = _resolve_init(kernel, init)  # once: the stationary law is otherwise recomputed by every call below
+    init = resolve_init(kernel, init)  # once: the stationary law is otherwise recomputed by every call below
     exact = init_gradient(kernel, parents, h, init)  # (h,)
     enumerated_approximate = init_gradient(kernel, parents, h, init, denominator="marginal")  # (h,)
     gain = chi2_gain(kernel, parents, h, init)  # (h,)
@@ -88,8 +88,8 @@ def thm3_sweep_chunk(seed, start: int, stop: int, *, ranges: dict = THM3_RANGES,
     """
     result = SweepResult("thm3")
     for index in tqdm(range(start, stop), disable=quiet, desc="thm3 sweep"):
-        instance = draw_instance(_item_rng(seed, _THM3_TAG, index), ranges)
-        shuffle = _item_rng(seed, _THM3_TAG, index, 1)  # the control's claimed parents, one per (μ₀, h)
+        instance = draw_instance(item_rng(seed, _THM3_TAG, index), ranges)
+        shuffle = item_rng(seed, _THM3_TAG, index, 1)  # the control's claimed parents, one per (μ₀, h)
         kernel, parents = instance["kernel"], instance["parents"]
         for kind in INIT_KINDS:
             init = None if kind == "stationary" else instance["init"]

@@ -22,14 +22,14 @@ import numpy as np
 from scipy.spatial.distance import cdist
 from scipy.special import rel_entr
 
-from bma_verify.numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_rng
+from bma_verify.numerics.validation import check_init, check_kernel, check_parents, check_positive_int, check_rng
 from bma_verify.numerics.claim_sweeps import MI_FLOOR
 from bma_verify.numerics.enumeration import MAX_SEQUENCES
 from bma_verify.numerics.estimators import mean_estimate
 from bma_verify.numerics.gradient import init_gradient, init_gradient_samples
-from bma_verify.numerics.information import _depths
+from bma_verify.numerics.information import depths_unchecked
 from bma_verify.numerics.init_gradient_sweep import argmax_status
-from bma_verify.numerics.task import _sample_chains, _stationary_distribution
+from bma_verify.numerics.task import sample_chains_unchecked, stationary_distribution_unchecked
 
 #: Refuse a check whose arrays would need more than this many bytes at once.
 MAX_BYTES = 4 * 2**30
@@ -40,7 +40,7 @@ MAX_OPERATIONS = 5e11
 #: ~3 s, a d × d product, 1.6·10¹⁰ flops, in 0.32 s).
 DISTANCE_OPERATION_COST = 40
 #: Bytes of the (rows, d) block of row distances held at once by :func:`dobrushin_coefficient_blocked`.
-_BLOCK_BYTES = 2**20  # 65 rows at d = 2000; blocks of 8 MiB or more ran slower (cache)
+BLOCK_BYTES = 2**20  # 65 rows at d = 2000; blocks of 8 MiB or more ran slower (cache)
 #: Standard errors a Monte Carlo margin must clear to decide the exact π̄ form at a position.
 MONTE_CARLO_Z = 4.0
 #: Sampled gradient entries (samples × candidates) shared by the Monte Carlo positions of one check, and the fewest
@@ -58,7 +58,7 @@ def dobrushin_coefficient_blocked(kernel) -> float:
     """
     kernel = check_kernel(kernel, single=True)
     d = kernel.shape[0]
-    rows = max(1, _BLOCK_BYTES // (8 * d))
+    rows = max(1, BLOCK_BYTES // (8 * d))
     best = 0.0
     for start in range(0, d, rows):  # rows i in [start, start + rows) against j >= start (the pairs j < i are done)
         best = max(best, float(cdist(kernel[start:start + rows], kernel[start:], "cityblock").max()))
@@ -77,7 +77,7 @@ def kernel_powers(kernel, top: int, init=None, *, stationary: bool = False) -> d
     kernel = check_kernel(kernel, single=True)
     top = check_positive_int(top, "top", 0)
     if init is None:
-        init, stationary = _stationary_distribution(kernel), True
+        init, stationary = stationary_distribution_unchecked(kernel), True
     else:
         init = check_init(init, kernel.shape[0])
     return _kernel_powers(kernel, top, init, bool(stationary))
@@ -133,7 +133,7 @@ def powers_needed(trees, *, j_form: bool) -> int:
     π^{k1+1} with h' at depth ≤ D − 1 when D = H − 1 (only position H − 1 can be that deep, and it is no h'), so
     min(D + 1, H − 1)."""
     trees = _trees(trees)
-    return max(min(int(_depths(p).max()) + j_form, len(p) - 1) for p in trees)
+    return max(min(int(depths_unchecked(p).max()) + j_form, len(p) - 1) for p in trees)
 
 
 def tree_pair_table(kernel, trees, init=None, *, laws: dict | None = None) -> dict:
@@ -189,7 +189,7 @@ def tree_pair_table(kernel, trees, init=None, *, laws: dict | None = None) -> di
 def _tree_pairs(t: int, parents: np.ndarray, laws: dict) -> dict:
     """The pairs h' < h, h' ≠ pa(h) of tree ``t`` (h ascending, then h'), their parents, the depth pattern of each
     (:func:`_law_patterns`) and the law depth of each parent."""
-    depth = _depths(parents)
+    depth = depths_unchecked(parents)
     h, k = np.tril_indices(len(parents), k=-1)  # every h' = k < h, h ascending, then k
     keep = k != parents[h]
     h, k = h[keep], k[keep]
@@ -280,7 +280,7 @@ def j_form_gradients(kernel, parents, h: int, init=None, *, laws: dict | None = 
 
 def _j_form_gradients(parents: np.ndarray, h: int, laws: dict, cache: dict) -> np.ndarray:
     """:func:`j_form_gradients` on validated arguments."""
-    keys = _law_patterns(laws, _patterns(parents, _depths(parents), np.arange(h), np.full(h, h)))
+    keys = _law_patterns(laws, _patterns(parents, depths_unchecked(parents), np.arange(h), np.full(h, h)))
     return _cached(cache, keys, lambda key: _j_gain(key, laws)) / h
 
 
@@ -307,10 +307,10 @@ def exact_form_gradients(kernel, parents, h: int, init=None, *, n: int = 20_000,
     kernel = check_kernel(kernel, single=True)
     parents = check_parents(parents, single=True)
     d = kernel.shape[0]
-    init = _stationary_distribution(kernel) if init is None else check_init(init, d)
+    init = stationary_distribution_unchecked(kernel) if init is None else check_init(init, d)
     if d ** (h + 1) > MAX_SEQUENCES and tokens is None:
         n = check_positive_int(n, "n", 2)
-        tokens = _sample_chains(kernel, parents[: h + 1], n, check_rng(rng), init)  # (n, h+1)
+        tokens = sample_chains_unchecked(kernel, parents[: h + 1], n, check_rng(rng), init)  # (n, h+1)
     return _exact_form_gradients(kernel, parents, h, init, tokens)
 
 
@@ -386,7 +386,7 @@ def thm3_position_rows(kernel, trees, laws: dict, init, rng) -> list[dict]:
         gradient = _j_form_gradients(parents, h, laws, gains)
         status, margin = argmax_status(gradient, parent)
         if t not in chains and kernel.shape[0] ** (h + 1) > MAX_SEQUENCES:  # one draw serves every position of t
-            chains[t] = _sample_chains(kernel, parents, n, rng, init)
+            chains[t] = sample_chains_unchecked(kernel, parents, n, rng, init)
         exact = _exact_form_gradients(kernel, parents, h, init, chains.get(t))
         rows.append({"tree": t, "h": h, "parent": parent, "J_form": status, "J_margin": margin,
                      "J_gradient": gradient.tolist(), "exact_method": exact["method"],
@@ -414,5 +414,5 @@ def check_cost(d: int, H: int, trees: int, *, pairs: bool, stationary: bool = Tr
     pair_count = trees * (H - 1) * (H - 2) // 2
     products = (H - 2) + (min(product_patterns(H, stationary=stationary), pair_count) if pairs else 0)
     operations = (2 / 3 + DISTANCE_OPERATION_COST / 2) * d ** 3 + 2.0 * d ** 3 * products
-    nbytes = 8 * d * d * (H + 8) + _BLOCK_BYTES  # the powers, the kernel, a few d × d temporaries, δ(π)'s block
+    nbytes = 8 * d * d * (H + 8) + BLOCK_BYTES  # the powers, the kernel, a few d × d temporaries, δ(π)'s block
     return {"bytes": nbytes, "operations": operations}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bma_verify.numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_rng
+from bma_verify.numerics.validation import check_init, check_kernel, check_parents, check_positive_int, check_rng
 from bma_verify.numerics.information import (dobrushin_coefficient, lowest_common_ancestor, mutual_information,
                                              pairwise_joint)
 from bma_verify.numerics.task import random_tree_instance, stationary_distribution

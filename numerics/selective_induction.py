@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from bma_verify.numerics._validate import check_init, check_kernel, check_positive_int, check_rng, check_tokens
+from bma_verify.numerics.validation import check_init, check_kernel, check_positive_int, check_rng, check_tokens
 from bma_verify.numerics.bma import selector_scores
 from bma_verify.numerics.task import stationary_distribution
 

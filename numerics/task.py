@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import lapack
 
-from bma_verify.numerics._validate import (check_init, check_kernel, check_parents, check_positive_int, check_rng)
+from bma_verify.numerics.validation import (check_init, check_kernel, check_parents, check_positive_int, check_rng)
 
 
 def random_kernel(d: int, *, alpha: float = 1.0, eps: float = 0.0, rng: np.random.Generator) -> np.ndarray:
@@ -51,11 +51,11 @@ def stationary_distribution(kernel) -> np.ndarray:
     -------
     (d,) float64 probability vector.
     """
-    return _stationary_distribution(check_kernel(kernel, single=True))
+    return stationary_distribution_unchecked(check_kernel(kernel, single=True))
 
 
-def _stationary_distribution(kernel: np.ndarray) -> np.ndarray:
-    """:func:`stationary_distribution` of a validated (d, d) kernel."""
+def stationary_distribution_unchecked(kernel: np.ndarray) -> np.ndarray:
+    """:func:`stationary_distribution` of a (d, d) kernel already checked by ``check_kernel``: it checks nothing."""
     d = kernel.shape[0]
     A = kernel.T - np.eye(d)
     A[-1] = 1.0  # the d equations of μπ = μ sum to 0 = 0: one is redundant, normalisation takes its place
@@ -98,8 +98,9 @@ def random_tree_instance(ranges: dict, *, rng: np.random.Generator) -> tuple[np.
     return kernel, parents, rng.dirichlet(np.ones(d))
 
 
-def _flat_cdf(kernel: np.ndarray) -> np.ndarray:
-    """Row CDFs laid end to end, row i shifted by i, for one ``searchsorted`` over all parent states."""
+def flat_cdf(kernel: np.ndarray) -> np.ndarray:
+    """Row CDFs of a checked (d, d) kernel laid end to end, row i shifted by i, for one ``searchsorted`` over all
+    parent states: the (d·d,) table :func:`draw_children` draws from."""
     d = kernel.shape[0]
     cdf = np.cumsum(kernel, axis=1)
     cdf[:, -1] = 1.0  # the last entry is exactly one, so a uniform in [0, 1) never falls past its row
@@ -112,21 +113,23 @@ def _flat_cdf(kernel: np.ndarray) -> np.ndarray:
 SORTED_SEARCH_BYTES = 2**20
 
 
-def _draw_children(flat_cdf: np.ndarray, d: int, parent_tokens: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """x ~ π(· | parent) by inversion: the first j with cdf[parent, j] > u."""
+def draw_children(cdf_table: np.ndarray, d: int, parent_tokens: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """x ~ π(· | parent) by inversion: the first j with cdf[parent, j] > u, for ``cdf_table`` = :func:`flat_cdf` of
+    π and uniforms ``u`` in [0, 1) shaped like ``parent_tokens``. Int64 tokens, shaped like ``parent_tokens``."""
     keys = parent_tokens + u
-    if flat_cdf.nbytes <= SORTED_SEARCH_BYTES:
-        idx = np.searchsorted(flat_cdf, keys, side="right")
+    if cdf_table.nbytes <= SORTED_SEARCH_BYTES:
+        idx = np.searchsorted(cdf_table, keys, side="right")
     else:  # the same indices, found in the order of the keys
         flat_keys = keys.ravel()
         order = np.argsort(flat_keys)
         idx = np.empty(flat_keys.size, dtype=np.int64)
-        idx[order] = np.searchsorted(flat_cdf, flat_keys[order], side="right")
+        idx[order] = np.searchsorted(cdf_table, flat_keys[order], side="right")
         idx = idx.reshape(keys.shape)
     return np.minimum(idx - parent_tokens * d, d - 1)
 
 
-def _draw_roots(init: np.ndarray, u: np.ndarray) -> np.ndarray:
+def draw_roots(init: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """x_0 ~ ``init`` (a checked (d,) law) by inversion of the uniforms ``u`` in [0, 1); tokens shaped like ``u``."""
     cdf = np.cumsum(init)
     cdf[-1] = 1.0
     return np.minimum(np.searchsorted(cdf, u, side="right"), init.size - 1)
@@ -153,20 +156,20 @@ def sample_chains(kernel, parents, n: int, *, rng: np.random.Generator, init=Non
     parents = check_parents(parents, single=True)
     n = check_positive_int(n, "n", minimum=0)
     rng = check_rng(rng)
-    init = _stationary_distribution(kernel) if init is None else check_init(init, kernel.shape[0])
-    return _sample_chains(kernel, parents, n, rng, init)
+    init = stationary_distribution_unchecked(kernel) if init is None else check_init(init, kernel.shape[0])
+    return sample_chains_unchecked(kernel, parents, n, rng, init)
 
 
-def _sample_chains(kernel: np.ndarray, parents: np.ndarray, n: int, rng: np.random.Generator,
+def sample_chains_unchecked(kernel: np.ndarray, parents: np.ndarray, n: int, rng: np.random.Generator,
                    init: np.ndarray) -> np.ndarray:
-    """:func:`sample_chains` on validated arrays (``init`` a law, not None)."""
+    """:func:`sample_chains` on arrays already checked (``init`` a law, not None): it checks nothing."""
     d, H = kernel.shape[0], parents.shape[0]
     u = rng.random((H, n))  # one uniform per token, position-major so each position is a contiguous draw
     x = np.empty((H, n), dtype=np.int64)  # position-major: parent and child rows are contiguous
-    x[0] = _draw_roots(init, u[0])
-    flat = _flat_cdf(kernel)
+    x[0] = draw_roots(init, u[0])
+    flat = flat_cdf(kernel)
     for h in range(1, H):
-        x[h] = _draw_children(flat, d, x[parents[h]], u[h])
+        x[h] = draw_children(flat, d, x[parents[h]], u[h])
     return x.T
 
 
@@ -205,16 +208,16 @@ def sample_task(kernel, n_contexts: int, L: int, H: int, *, rng: np.random.Gener
     H = check_positive_int(H, "H", minimum=2)
     rng = check_rng(rng)
     d = kernel.shape[0]
-    init = _stationary_distribution(kernel) if init is None else check_init(init, d)
+    init = stationary_distribution_unchecked(kernel) if init is None else check_init(init, d)
     parents = np.empty((B, H), dtype=np.int64)
     parents[:, 0] = -1
     parents[:, 1:] = rng.integers(0, np.arange(1, H), size=(B, H - 1))
     u = rng.random((H, B, L + 1))
     x = np.empty((B, L + 1, H), dtype=np.int64)
-    x[:, :, 0] = _draw_roots(init, u[0])
-    flat = _flat_cdf(kernel)
+    x[:, :, 0] = draw_roots(init, u[0])
+    flat = flat_cdf(kernel)
     rows = np.arange(B)
     for h in range(1, H):
         parent_tokens = x[rows, :, parents[:, h]]  # (B, L+1)
-        x[:, :, h] = _draw_children(flat, d, parent_tokens, u[h])
+        x[:, :, h] = draw_children(flat, d, parent_tokens, u[h])
     return TaskBatch(parents=parents, context=x[:, :L, :], query=x[:, L, :])

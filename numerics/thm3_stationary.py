@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bma_verify.numerics._validate import check_init, check_kernel, check_parents, check_positive_int, check_rng
+from bma_verify.numerics.validation import check_init, check_kernel, check_parents, check_positive_int, check_rng
 from bma_verify.numerics.claim_sweeps import TIE_ATOL
 from bma_verify.numerics.contraction import chi2_contraction
 from bma_verify.numerics.gradient import chi2_gain

@@ -85,7 +85,7 @@ def _error_record(check: Check, seconds: float, error: str) -> dict:
             "tables": [], "figures": [], "instance": None, "tolerances": {}, "error": error}
 
 
-def _record(check: Check, outcome: CheckOutcome | None, seconds: float, error: str | None) -> dict:
+def outcome_entry(check: Check, outcome: CheckOutcome | None, seconds: float, error: str | None) -> dict:
     """One check's entry of results.json: the outcome with its settled verdict, reading and control."""
     if outcome is None:
         return _error_record(check, seconds, error)
@@ -227,11 +227,11 @@ def claim_record(claim: Claim, records: list[dict], tier: str = "quick") -> dict
             "protocol": protocol_record(claim.id, tier), "checks": records}
 
 
-def _check_record(check: Check, ctx: CheckContext) -> dict:
+def check_entry(check: Check, ctx: CheckContext) -> dict:
     """The results.json entry of ``check``, running it (or the check it cites) unless it has run already."""
     source = _source(check)
     outcome, seconds, error = _run_one(source, ctx)
-    record = _record(check, outcome, seconds, error)
+    record = outcome_entry(check, outcome, seconds, error)
     if check.cites:  # one piece of evidence is shown once: here only its verdict and a pointer
         record.update(function=source.function, measured={}, tolerances={}, tables=[], figures=[],
                       derivation=[], instance=None, seconds=0.0,
@@ -243,7 +243,7 @@ def _check_record(check: Check, ctx: CheckContext) -> dict:
 def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = False,
                kinds: Iterable[str] | None = None) -> list[dict]:
     """Run every check of ``claims`` (of the given ``kinds``, default all); one dict per claim in the
-    results.json schema (see :func:`claim_record` and :func:`_record`).
+    results.json schema (see :func:`claim_record` and :func:`outcome_entry`).
 
     A check that raises is recorded with the verdict ``error`` and its message, never dropped and never read as a
     verdict about the claim. A check that cites another claim's check shows that check's evidence without
@@ -267,7 +267,7 @@ def run_claims(claims: Iterable[Claim], ctx: CheckContext, *, progress: bool = F
     def record_finished_claims() -> None:  # a claim is finished once every check it shows has run, here or there
         for claim in claims:
             if claim.id not in records and all(_source(c).function in done for c in checks[claim.id]):
-                records[claim.id] = claim_record(claim, [_check_record(c, ctx) for c in checks[claim.id]], ctx.tier)
+                records[claim.id] = claim_record(claim, [check_entry(c, ctx) for c in checks[claim.id]], ctx.tier)
                 lines.finished(records[claim.id])
 
     parallel = ctx.jobs > 1 and ctx.backend == "joblib" and len(work) > 1

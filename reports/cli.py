@@ -146,7 +146,8 @@ def _search_parser(sub) -> None:
     search.add_argument("--quiet", action="store_true", help="no progress or messages (with --json: JSON only)")
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``bma-verify`` command line: its subcommands check, train, report and search, with their options."""
     parser = argparse.ArgumentParser(
         prog="bma-verify",
         description="Verify, symbolically, numerically and on trained transformers, the claims of 'How "
@@ -203,7 +204,7 @@ def _check_options(args) -> None:
 
 def main(argv=None) -> int:
     """Run the command; its exit status (see the module docstring). Every refusal is one line on stderr, exit 2."""
-    args = _parser().parse_args(_joined_negative_lists(sys.argv[1:] if argv is None else list(argv)))
+    args = build_parser().parse_args(_joined_negative_lists(sys.argv[1:] if argv is None else list(argv)))
     if "torch" not in sys.modules:  # the same float path on every AVX2 machine (reports/float_path.py)
         from bma_verify.reports.float_path import pin
         pin()
@@ -211,7 +212,9 @@ def main(argv=None) -> int:
     try:
         with stop_on_signals():  # SIGINT / SIGTERM: workers stopped, then KeyboardInterrupt unwinds the cleanups
             _check_options(args)
-            status = {"check": _check, "train": _train, "report": _report, "search": _search}[args.command](args)
+            commands = {"check": check_command, "train": train_command, "report": report_command,
+                        "search": search_command}
+            status = commands[args.command](args)
             sys.stdout.flush()  # a reader that has gone shows here rather than at exit
             return status
     except BrokenPipeError:
@@ -332,7 +335,8 @@ def _check_instance(args) -> int:
     return 1 if result["outcome"] == "fail" else 0
 
 
-def _check(args) -> int:
+def check_command(args) -> int:
+    """``bma-verify check``: the claims' checks (or ``--kernel``, ``--instance``, ``--list``); the exit status."""
     if args.list:
         return _list_claims(args.json)
     if args.device != "cpu" and (args.kernel or args.instance):
@@ -424,7 +428,7 @@ def _check_kernels(args) -> int:
 
 def _tree_arg(text: str):
     """``--parents``: one tree, from a file or a comma list, refused naming the flag and the first wrong entry."""
-    from bma_verify.numerics._validate import check_parents
+    from bma_verify.numerics.validation import check_parents
     from bma_verify.reports.io import read_vector
 
     vector = read_vector(text, "--parents")  # a file or list that does not read as numbers is named there
@@ -472,7 +476,8 @@ def _use_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _train(args) -> int:
+def train_command(args) -> int:
+    """``bma-verify train``: train one preset and print its metrics; the exit status."""
     from bma_verify.model.ds import train_ds_preset
     from bma_verify.reports.plans import train_preset
 
@@ -496,7 +501,8 @@ def _train(args) -> int:
     return 0
 
 
-def _report(args) -> int:
+def report_command(args) -> int:
+    """``bma-verify report``: REPORT.md, report.html, figures/ and results.json in ``--out``; the exit status."""
     from bma_verify.reports.builder import build_report
     from bma_verify.reports.render import summary_counts
 
@@ -534,7 +540,8 @@ def _alpha_arg(text: str | None):
         return text
 
 
-def _search(args) -> int:
+def search_command(args) -> int:
+    """``bma-verify search``: a counterexample search (the instance written to ``--out`` if found); the exit status."""
     if args.out and Path(args.out).exists():  # refused before the search, not after it
         raise ValueError(f"--out {args.out} already exists; choose a new file name (an instance is never overwritten)")
     from bma_verify.reports.io import write_text_atomic

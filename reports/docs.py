@@ -98,13 +98,14 @@ false. A check whose control is not rejected cannot tell the claim from its nega
 """
 
 
-def _reference() -> dict:
+def reference_results() -> dict:
+    """The committed reference report (``reports/reference/results.json``); no claims when it is missing."""
     path = REFERENCE_DIR / "results.json"
     return json.loads(path.read_text()) if path.exists() else {"claims": []}
 
 
 def render() -> str:
-    reference = {c["id"]: c for c in _reference()["claims"]}
+    reference = {c["id"]: c for c in reference_results()["claims"]}
     lines = [_HEADER.rstrip(), "", "## The claims", ""]
     lines += ["| claim | checks |", "|---|---|"]
     lines += [f"| [`{c.id}`](#{c.id}) | " + ", ".join(f"{k.kind} ({k.reading})" for k in c.checks) + " |"
@@ -181,7 +182,7 @@ def render_readme(readme: str) -> str:
     start, end = README_MARKERS
     head, _, rest = readme.partition(start + "\n")
     _, _, tail = rest.partition(end)
-    return f"{head}{start}\n{verdict_table(_reference())}\n{end}{tail}"
+    return f"{head}{start}\n{verdict_table(reference_results())}\n{end}{tail}"
 
 
 def main(argv=None) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bma_verify.numerics._validate import check_kernel
+from bma_verify.numerics.validation import check_kernel
 from bma_verify.numerics.atomic import destination, temporary_sibling, write_text_atomic
 
 __all__ = ["KERNEL_SUFFIXES", "check_output", "destination", "load_kernel", "load_kernels", "read_json",

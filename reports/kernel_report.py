@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from bma_verify.numerics import doeblin_bound, random_parents, sample_task, stationary_distribution
-from bma_verify.numerics._validate import check_init, check_kernel, check_parents
+from bma_verify.numerics.validation import check_init, check_kernel, check_parents
 from bma_verify.numerics.claim_sweeps import MI_FLOOR, TIE_ATOL, VIOLATION_RTOL
 from bma_verify.numerics.init_gradient_sweep import argmax_status
 from bma_verify.numerics.large_kernels import (MAX_BYTES, MAX_OPERATIONS, MONTE_CARLO_Z, check_cost,

@@ -227,6 +227,12 @@ def _pack(atoms: list[_Atom]) -> list[list[_Atom]]:
     return lines + ([line] if line else [])
 
 
+def formula_width(latex: str) -> float:
+    """The estimated display width of ``latex``, in the units of ``WRAP_WIDTH`` (what :func:`formula_pieces` fits
+    each piece to). Raises ValueError for unbalanced braces, ``\\left`` or ``\\begin``."""
+    return _width(_parse(_TOKEN.findall(latex))[0])
+
+
 def formula_pieces(latex: str) -> list[str]:
     """LaTeX pieces of ``latex`` that each fit WRAP_WIDTH where possible, in order (the formula itself when it
     fits). Read one after another they are the formula, with wide fractions, ``\\left … \\right`` and matrices

@@ -30,7 +30,7 @@ import numpy as np
 
 from bma_verify.numerics.claim_sweeps import TIE_ATOL, VIOLATION_RTOL, instance_record
 from bma_verify.numerics.dpi_sweep import LEMMA3_CANDIDATES, lemma3_check_pair, lemma3_pairs, sdpi_coefficients
-from bma_verify.numerics._validate import check_positive_int
+from bma_verify.numerics.validation import check_positive_int
 from bma_verify.numerics.enumeration import MAX_SEQUENCES
 from bma_verify.numerics.init_gradient_sweep import argmax_status, thm3_check_position
 from bma_verify.numerics.task import stationary_distribution
@@ -198,7 +198,7 @@ def _perturbed(rng: np.random.Generator, instance: tuple, space: SearchSpace) ->
     return kernel, parents, init
 
 
-def _lemma3_verdict(instance: tuple, alpha) -> tuple[float, dict | None, bool]:
+def lemma3_verdict(instance: tuple, alpha) -> tuple[float, dict | None, bool]:
     """(score, worst pair, clearly violated) of one instance for the Lemma 3 search."""
     worst = _lemma3_worst_pair(*instance, alpha)
     if worst is None:
@@ -207,7 +207,7 @@ def _lemma3_verdict(instance: tuple, alpha) -> tuple[float, dict | None, bool]:
     return worst["excess"], worst, worst["excess"] > clear
 
 
-def _thm3_verdict(instance: tuple, form: str) -> tuple[float, dict | None, bool]:
+def thm3_verdict(instance: tuple, form: str) -> tuple[float, dict | None, bool]:
     """(score, worst position, clearly violated) of one instance for the Theorem 3 search."""
     worst, relative = _thm3_worst_position(*instance, form)
     if worst is None:
@@ -267,7 +267,7 @@ def _rounded(p: np.ndarray, decimals: int, floor: float) -> np.ndarray | None:
     return rows.reshape(np.shape(p))
 
 
-def _simpler(instance: tuple, space: SearchSpace):
+def simpler_instances(instance: tuple, space: SearchSpace):
     """Candidates simpler than ``instance``, the most drastic first: a leaf removed, a state dropped (unless the
     space fixes the states), the stationary μ₀, a parent moved towards the root, the kernel or μ₀ written with fewer
     decimals (kernel entries kept at least the space's min π, if it sets one)."""
@@ -303,7 +303,7 @@ def _in_space(instance: tuple, space: SearchSpace) -> bool:
 def _shrink(instance: tuple, space: SearchSpace, verdict) -> tuple:
     """Greedy shrinking: take the first simpler candidate that still clearly violates, until none does."""
     for _ in range(MAX_SHRINK_STEPS):
-        simpler = next((c for c in _simpler(instance, space) if _in_space(c, space) and verdict(c)[2]), None)
+        simpler = next((c for c in simpler_instances(instance, space) if _in_space(c, space) and verdict(c)[2]), None)
         if simpler is None:
             break
         instance = simpler
@@ -415,7 +415,7 @@ def run_search(target: str, budget: int, seed: int, alpha=None, init: str = "any
     alpha = _check_alpha(alpha) if target == "lemma3" else None
 
     def verdict(instance):
-        return _lemma3_verdict(instance, alpha) if target == "lemma3" else _thm3_verdict(instance, form)
+        return lemma3_verdict(instance, alpha) if target == "lemma3" else thm3_verdict(instance, form)
 
     rng = np.random.default_rng(seed)
     examples, violating, best, best_score = _hill_climb(rng, budget, space, target, verdict)
@@ -524,7 +524,7 @@ def _check_thm3_instance(instance: dict, kernel, parents, h: int, init) -> dict:
     if form not in ("exact", "approximate"):
         raise ValueError(f"instance['form'] must be 'exact' or 'approximate'; got {form!r}")
     if kernel.shape[0] ** (h + 1) > MAX_SEQUENCES:
-        return _check_thm3_large(instance, kernel, parents, h, init, form)
+        return check_thm3_large(instance, kernel, parents, h, init, form)
     out = thm3_check_position(kernel, parents, h, init)
     margin = out[f"margin_{form}"]
     scale = max(1.0, float(np.abs(out[form]).max()))
@@ -539,7 +539,7 @@ def _check_thm3_instance(instance: dict, kernel, parents, h: int, init) -> dict:
             "summary": f"E g(pa) − max other E g = {margin:.6g} at h={h} ({form} form){' (tie)' if tie else ''}"}
 
 
-def _check_thm3_large(instance: dict, kernel, parents, h: int, init, form: str) -> dict:
+def check_thm3_large(instance: dict, kernel, parents, h: int, init, form: str) -> dict:
     """Theorem 3 beyond enumeration (d^(h+1) > MAX_SEQUENCES), with the methods of ``check --kernel``: the J form in
     closed form (any d); the exact π̄ form by Monte Carlo from ``instance["exact_samples"]`` chains (default
     20 000) drawn from a generator seeded by ``instance["replay_seed"]`` (default 0), a violation or a hold only

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from bma_verify.model._common import prepare_run_dir
+from bma_verify.model.run_files import prepare_run_dir
 from bma_verify.numerics.atomic import destination, temporary_sibling, write_atomic
 from bma_verify.reports import cli, search
 from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES
@@ -311,7 +311,7 @@ def test_a_failed_write_names_the_users_path_not_its_temporary_twin(monkeypatch,
 
     def failing_report(args):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp))
-    monkeypatch.setattr(cli, "_report", failing_report)
+    monkeypatch.setattr(cli, "report_command", failing_report)
     assert cli.main(["report", "--out", str(tmp_path / "rep")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"bma-verify report: error: cannot use {tmp_path / 'rep'}: No space left on device; choose a " \
@@ -335,7 +335,7 @@ def test_a_stopped_command_says_so_in_one_line_and_exits_128_plus_the_signal(sig
     # planted: the check stopped by the signal handler (the real signals are sent in tests/test_stopping.py)
     def stopped(args):
         raise Interrupted(signum)
-    monkeypatch.setattr(cli, "_check", stopped)
+    monkeypatch.setattr(cli, "check_command", stopped)
     assert cli.main(["check", "--quiet"]) == status
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"bma-verify check: stopped by {signal.Signals(signum).name}"), err

@@ -12,7 +12,7 @@ from hypothesis import given, strategies as st
 
 from bma_verify import numerics as nm
 from bma_verify.numerics import strategies as bst
-from bma_verify.numerics.dag import _choice_counts
+from bma_verify.numerics.dag import choice_counts
 from bma_verify.numerics.dag_agreement import transposed_parent_order
 
 
@@ -55,7 +55,7 @@ def test_parent_set_index_inverts_parent_sets_from_choices():
     # Reference: the choices the parent sets were built from.
     rng = np.random.default_rng(0)
     H, k = 7, 2
-    choices = rng.integers(0, _choice_counts(H, k)[k:], size=(5, H - k))
+    choices = rng.integers(0, choice_counts(H, k)[k:], size=(5, H - k))
     sets = nm.parent_sets_from_choices(choices, H, k)
     np.testing.assert_array_equal(nm.parent_set_index(sets)[:, k:], choices)
     assert np.all(nm.parent_set_index(sets)[:, :k] == -1)
@@ -222,7 +222,7 @@ def test_posterior_rows_are_laws_over_the_live_candidates_and_match_enumeration(
     H = data.draw(st.integers(len(kernels) + 1, 5))
     context = data.draw(bst.contexts(kernels[0].shape[1], H, max_L=4))
     post = nm.dag_parent_posterior(kernels, context)
-    live = _choice_counts(H, len(kernels))
+    live = choice_counts(H, len(kernels))
     for h in range(H):
         np.testing.assert_allclose(post[h, :live[h]].sum(), 1.0 if live[h] else 0.0, atol=1e-12)
         assert np.all(post[h, live[h]:] == 0)

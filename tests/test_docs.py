@@ -27,7 +27,7 @@ def test_readme_verdict_table_is_the_reference_reports():
     readme = docs.README_PATH.read_text()
     assert all(marker in readme for marker in docs.README_MARKERS)
     assert readme == docs.render_readme(readme), "README's verdict table is stale: run make reference"
-    table = docs.verdict_table(docs._reference())
+    table = docs.verdict_table(docs.reference_results())
     assert all(f"| [`{claim.id}`](" in table for claim in CLAIMS)
 
 
@@ -44,7 +44,7 @@ def _rows(table: str) -> dict[str, list[str]]:
 
 def test_readme_table_gives_each_verdict_bare_with_links_to_its_detail_and_a_short_reason():
     # Reference: the reference report's claims, the headings of REPORT.md and docs/claims.md, render.verdict_label
-    reference = docs._reference()
+    reference = docs.reference_results()
     rows = _rows(docs.verdict_table(reference))
     report = (docs.REFERENCE_DIR / "REPORT.md").read_text().splitlines()
     claims_md = docs.DOCS_PATH.read_text().splitlines()

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from bma_verify import numerics as nm
 import bma_verify.numerics.gradient as gradient_module
 from bma_verify.numerics import strategies as bst
-from bma_verify.numerics.claim_sweeps import _item_rng, draw_instance
+from bma_verify.numerics.claim_sweeps import draw_instance, item_rng
 from bma_verify.numerics.enumeration import sequence_distribution
 from bma_verify.numerics.gradient import approximate_init_gradient, chi2_gain, init_gradient, init_gradient_samples
 from bma_verify.numerics.init_gradient_sweep import THM3_RANGES
@@ -155,7 +155,7 @@ def test_true_parent_has_largest_init_gradient():
     checked = 0
     ranges = dict(THM3_RANGES, zero_information_fraction=0.0)
     for index in range(25):
-        instance = draw_instance(_item_rng(2026, 33, index), ranges)
+        instance = draw_instance(item_rng(2026, 33, index), ranges)
         kernel, parents = instance["kernel"], instance["parents"]
         for init in (None, instance["init"]):
             for h in range(2, instance["H"]):

@@ -6,9 +6,9 @@ import pytest
 from bma_verify import numerics as nm
 from bma_verify.numerics import large_kernels as lk
 from bma_verify.numerics.claim_sweeps import SweepResult, merge_sweeps
-from bma_verify.numerics.dpi_sweep import (LEMMA3_RANGES, _lemma4_terms, _score_lemma3_batch, _score_ratio_batch,
-                                           draw_lemma3_batch, lemma3_batched_sweep, lemma3_pairs,
-                                           lemma3_pairs_batch, lemma3_ratio_batch, lemma4_terms)
+from bma_verify.numerics.dpi_sweep import (LEMMA3_RANGES, draw_lemma3_batch, lemma3_batched_sweep, lemma3_pairs,
+                                           lemma3_pairs_batch, lemma3_ratio_batch, lemma4_terms, lemma4_terms_from_mi,
+                                           score_lemma3_batch, score_ratio_batch)
 from bma_verify.numerics.enumeration import all_trees
 
 
@@ -123,7 +123,7 @@ def test_j_form_equals_pairwise_joints_and_enumeration(seed):
 def test_blocked_dobrushin_equals_the_full_array_version(monkeypatch):
     # reference: numerics.dobrushin_coefficient (a (d, d, d) array); several blocks forced by a small block size
     rng = np.random.default_rng(4)
-    monkeypatch.setattr(lk, "_BLOCK_BYTES", 8 * 7 * 3)  # 3 rows per block at d = 7
+    monkeypatch.setattr(lk, "BLOCK_BYTES", 8 * 7 * 3)  # 3 rows per block at d = 7
     for d in (2, 3, 7, 40):
         kernel = nm.random_kernel(d, alpha=0.5, rng=rng)
         assert lk.dobrushin_coefficient_blocked(kernel) == pytest.approx(nm.dobrushin_coefficient(kernel), abs=1e-15)
@@ -190,8 +190,8 @@ def test_a_d2000_kernel_at_the_default_sweep_is_within_the_limits(stationary):
 
 def _old_path(batch):
     old = lemma3_pairs_batch(batch["kernels"], batch["parents"], batch["inits"])
-    terms = _lemma4_terms(batch["kernels"][:, None, None], old["joint_parent_child"], old["joint_candidate_child"],
-                          old["mi_parent"], old["mi_candidate"])
+    terms = lemma4_terms_from_mi(batch["kernels"][:, None, None], old["joint_parent_child"],
+                                 old["joint_candidate_child"], old["mi_parent"], old["mi_candidate"])
     return old, terms
 
 
@@ -220,15 +220,15 @@ def test_batched_lemma3_equals_the_current_batch(d, H, n):
 
 
 def test_batched_sweep_counts_equal_the_current_sweep_on_the_same_instances():
-    # reference: _score_lemma3_batch (the current sweep's scoring, stationary law by least squares) on the instances
+    # reference: score_lemma3_batch (the current sweep's scoring, stationary law by least squares) on the instances
     # the batched path drew
     for d, H in ((3, 5), (5, 9)):
         batch = draw_lemma3_batch(np.random.default_rng(d), 400, d, H)
         current, batched = SweepResult("lemma3"), SweepResult("lemma3-batched")
         members = [{"kernel": batch["kernels"][b], "parents": batch["parents"][b], "init": batch["inits"][b, 1],
                     "index": b} for b in range(400)]
-        _score_lemma3_batch(current, members, compute_sdpi=False)
-        _score_ratio_batch(batched, batch, 0)
+        score_lemma3_batch(current, members, compute_sdpi=False)
+        score_ratio_batch(batched, batch, 0)
         for key in ("pairs", "degenerate", "violations/dobrushin", "violations/doeblin", "lemma4/nonpositive_gap"):
             assert batched.counts.get(key, 0) == current.counts.get(key, 0), key
         assert batched.maxima["ratio"] == pytest.approx(current.worst["ratio"].value, abs=1e-12)

@@ -168,7 +168,7 @@ def test_families_ideal_fitter_reaches_the_family_that_contains_the_posterior_an
     for maxiter, passes in ((1000, True), (1, False)):
         curve = family_gap_curve(kernels, 4, [1, 2], ("simplicial",), n_fit=20, n_eval=20,
                                  rng=np.random.default_rng(2), maxiter=maxiter)
-        decided = FAM._decide_families(curve, standard=())
+        decided = FAM.decide_families(curve, standard=())
         assert FAM.simplicial_positive(curve, decided).passed is passes
 
 

@@ -219,11 +219,11 @@ def test_the_closed_form_replay_agrees_with_enumeration_on_the_papers_j_form_cou
     # Reference: thm3_check_position's enumerated approximate form (sums over all 27 sequences) on the stored
     # J-form counterexample (d = 3); the closed form used beyond enumeration must give the same margin.
     from bma_verify.numerics.init_gradient_sweep import thm3_check_position
-    from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES, _check_thm3_large
+    from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES, check_thm3_large
     stored = next(c for c in KNOWN_COUNTEREXAMPLES if c["target"] == "thm3" and c["form"] == "approximate")
     args = (np.asarray(stored["kernel"]), np.asarray(stored["parents"]), stored["h"], np.asarray(stored["init"]))
     enumerated = thm3_check_position(*args)["enumerated_approximate"]
     parent = stored["parents"][stored["h"]]
     margin = enumerated[parent] - np.delete(enumerated, parent).max()
-    closed = _check_thm3_large(stored, *args, "approximate")
+    closed = check_thm3_large(stored, *args, "approximate")
     assert closed["verdict"] == "fail" and closed["margin_approximate"] == pytest.approx(margin, abs=1e-12)

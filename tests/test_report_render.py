@@ -249,8 +249,7 @@ def test_every_reference_formula_piece_fits_and_converts():
     assert any(len(render_math.formula_pieces(f)) > 1 for f in formulas)
     for latex in formulas:
         for piece in render_math.formula_pieces(latex):
-            assert render_math._width(render_math._parse(render_math._TOKEN.findall(piece))[0]) <= \
-                render_math.WRAP_WIDTH * 1.1, piece
+            assert render_math.formula_width(piece) <= render_math.WRAP_WIDTH * 1.1, piece
         assert "raw-latex" not in render_math.latex_to_mathml(latex)
 
 

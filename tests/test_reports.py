@@ -109,7 +109,7 @@ def test_a_check_whose_ideal_fails_its_own_rule_is_not_testable_whatever_it_meas
         assert settled == "inconclusive" and reason.startswith(NOT_TESTABLE) and "min(L, L')" in reason
     ideal_passes = PositiveControl("BMA", {}, passed=True)
     assert settle(CheckOutcome("pass", {}, control=control, positive_control=ideal_passes)) == ("pass", "")
-    record = builder._record(Check("exact", lambda ctx: None, "x"),
+    record = builder.outcome_entry(Check("exact", lambda ctx: None, "x"),
                              CheckOutcome("pass", {}, control=control, positive_control=ideal_passes), 0.0, None)
     assert record["positive_control"] == {"description": "BMA", "measured": {}, "passed": True}
 

@@ -59,10 +59,10 @@ def test_a_shrunk_counterexample_has_no_simpler_neighbour_that_still_fails(targe
     assert result["found"]
     i = result["instance"]
     shrunk = (np.array(i["kernel"]), np.array(i["parents"]), None if i["init"] is None else np.array(i["init"]))
-    verdict = ((lambda c: search._lemma3_verdict(c, "dobrushin")) if target == "lemma3"
-               else (lambda c: search._thm3_verdict(c, "exact")))
+    verdict = ((lambda c: search.lemma3_verdict(c, "dobrushin")) if target == "lemma3"
+               else (lambda c: search.thm3_verdict(c, "exact")))
     assert verdict(shrunk)[2]
-    assert not any(verdict(c)[2] for c in search._simpler(shrunk, search.SearchSpace(kwargs.get("init", "any"))))
+    assert not any(verdict(c)[2] for c in search.simpler_instances(shrunk, search.SearchSpace(kwargs.get("init", "any"))))
 
 
 def test_the_result_depends_on_seed_and_budget_only():
@@ -263,7 +263,7 @@ def test_a_search_within_a_tv_ball_finds_only_laws_inside_it_and_replays():
     assert _tv_by_power_iteration(instance["kernel"], instance["init"]) == pytest.approx(result["tv"], abs=1e-9)
     assert result["tv"] <= 0.2 + 1e-12
     words = shlex.split(instance["found_by"])[2:]
-    args = cli._parser().parse_args(["search", *words])
+    args = cli.build_parser().parse_args(["search", *words])
     again = run_search(args.target, args.budget, args.seed, form=args.form, states=args.states, min_pi=args.min_pi,
                        max_tv=args.max_tv)
     assert again["instance"] == instance

@@ -123,7 +123,7 @@ def test_config_validation():
 
 def test_shared_schedule_and_plateau_rule():
     # reference: the closed form of a linear warm-up then a half cosine to zero
-    from bma_verify.model._common import plateaued, warmup_cosine_lr
+    from bma_verify.model.online_training import plateaued, warmup_cosine_lr
     assert warmup_cosine_lr(0.1, 10, 110, 0) == pytest.approx(0.01)
     assert warmup_cosine_lr(0.1, 10, 110, 10) == pytest.approx(0.1)
     assert warmup_cosine_lr(0.1, 10, 110, 60) == pytest.approx(0.05)

@@ -243,14 +243,14 @@ def test_a_gpt_runs_cost_follows_its_width_and_depth_as_measured():
     base = preset_configs("robustness", tier="full", seed=1000, device="cpu")["gpt-d2-rope"]
     shared = replace(base, model=GPTOptions(depth=2, width=64, heads=4, position="rope"), batch_size=64, steps=1600)
     wide = replace(shared, model=GPTOptions(depth=3, width=128, heads=8, position="rope"))
-    ratio = trained._cost(wide) / trained._cost(shared)
+    ratio = trained.run_cost(wide) / trained.run_cost(shared)
     assert 698 / 161 * 0.75 < ratio < 698 / 161 * 1.35
     absolute = preset_configs("robustness", tier="full", seed=1000, device="cpu")["absolute"]
     # the rate's two sizes, written as literals in trained.py, are the sizes this code computes for its two runs
     from bma_verify.model.gpt_training import gpt_multiply_adds
     assert gpt_multiply_adds(shared) == pytest.approx(1.42e12, rel=0.01)
-    assert trained._cost(replace(absolute, steps=1500, batch_size=512)) == pytest.approx(2.03e9, rel=0.01)
-    assert trained._cost(shared) > trained._cost(absolute)  # 161 s against about 60 s (44 s per 1500 steps at 512)
+    assert trained.run_cost(replace(absolute, steps=1500, batch_size=512)) == pytest.approx(2.03e9, rel=0.01)
+    assert trained.run_cost(shared) > trained.run_cost(absolute)  # 161 s against about 60 s (44 s per 1500 steps at 512)
 
 
 def test_the_ideal_end_of_a_power_curve_is_the_positive_control():

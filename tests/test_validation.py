@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from bma_verify import numerics as nm
-from bma_verify.numerics._validate import check_parents
+from bma_verify.numerics.validation import check_parents
 
 RNG = np.random.default_rng(0)
 K = np.array([[0.7, 0.3], [0.4, 0.6]])

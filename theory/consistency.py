@@ -16,7 +16,7 @@ import sympy as sp
 from scipy.optimize import minimize_scalar
 
 from bma_verify import numerics
-from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.validation import check_positive_int, check_rng
 from bma_verify.numerics.consistency_rates import hoeffding_bound
 from bma_verify.numerics.information import pairwise_joint
 from bma_verify.theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, labelled

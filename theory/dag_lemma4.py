@@ -19,7 +19,7 @@ import numpy as np
 import sympy as sp
 
 from bma_verify import numerics
-from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.validation import check_positive_int, check_rng
 from bma_verify.numerics.dag_law import DagLaw
 from bma_verify.numerics.dag_lemma4 import dag_lemma4_terms
 from bma_verify.theory.dag_tables import joint_table_symbols, stochastic_table

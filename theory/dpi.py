@@ -20,7 +20,7 @@ import numpy as np
 import sympy as sp
 
 from bma_verify import numerics
-from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.validation import check_positive_int, check_rng
 from bma_verify.numerics.contraction import chi2_contraction, doeblin_bound
 from bma_verify.theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, stochastic_matrix
 

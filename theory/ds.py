@@ -17,7 +17,7 @@ import numpy as np
 import sympy as sp
 from scipy.stats import multivariate_normal
 
-from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.validation import check_positive_int, check_rng
 from bma_verify.numerics.ds import ds_log_likelihood_scores, ds_score_terms
 from bma_verify.theory.derivation import Derivation, ErrorTracker, Perturbation, Verification, labelled
 

@@ -23,7 +23,7 @@ import sympy as sp
 
 from bma_verify import numerics
 from bma_verify.numerics.gradient import chi2_gain, init_gradient
-from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.validation import check_positive_int, check_rng
 from bma_verify.theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, complex_step_gradient,
                                           labelled, probability_vector, stochastic_matrix)
 

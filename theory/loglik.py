@@ -20,7 +20,7 @@ import numpy as np
 import sympy as sp
 
 from bma_verify import numerics
-from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.validation import check_positive_int, check_rng
 from bma_verify.numerics.dpi_sweep import lemma4_terms
 from bma_verify.theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, labelled,
                                           stochastic_matrix)

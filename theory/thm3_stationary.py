@@ -28,7 +28,7 @@ import numpy as np
 import sympy as sp
 
 from bma_verify import numerics
-from bma_verify.numerics._validate import check_positive_int, check_rng
+from bma_verify.numerics.validation import check_positive_int, check_rng
 from bma_verify.numerics.thm3_stationary import proof_chain
 from bma_verify.theory.derivation import (Derivation, ErrorTracker, Perturbation, Verification, probability_vector,
                                           stochastic_matrix)

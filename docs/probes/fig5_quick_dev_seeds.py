@@ -16,7 +16,7 @@ import time
 import torch
 
 from bma_verify.model.seeds import require_dev_seeds
-from bma_verify.reports.claims.exp_fig5_generalization import _compute_grids, _seed_decision
+from bma_verify.reports.claims.exp_fig5_generalization import compute_grids, seed_decision
 from bma_verify.reports.plans import train_preset_runs
 
 
@@ -26,8 +26,8 @@ def main(steps: int, seeds: list[int]) -> None:
         start = time.perf_counter()
         runs = train_preset_runs("fig5", tier="quick", steps=steps, seed=seed, device="cpu", quiet=True)
         seconds = time.perf_counter() - start
-        g = _compute_grids(runs)
-        d = _seed_decision(g)
+        g = compute_grids(runs)
+        d = seed_decision(g)
         tests = d["all"]["runs"]
         print(json.dumps({
             "seed": seed, "steps": steps, "seconds": round(seconds, 1),

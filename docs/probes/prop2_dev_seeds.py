@@ -29,7 +29,7 @@ def main(tier: str, seeds: list[int]) -> None:
         ffn = {}
         if tier in prop2.FFN_TIERS:
             run = prop2._trained_ffn(ctx, seed)
-            ffn = {"ffn_gap_upper": prop2._decide_ffn(run["eval"], prop2._fit_curves(ctx)["bilinear"])["gap_upper"],
+            ffn = {"ffn_gap_upper": prop2.decide_ffn(run["eval"], prop2._fit_curves(ctx)["bilinear"])["gap_upper"],
                    "ffn_plateaued": trace_plateau(run["history"]["loss"])["plateaued"]}
         print(json.dumps({"seed": seed, "tier": tier, "rule": rule, "plateaued": plateaued, **ffn,
                           "key_norm_gap": ev["key-norm"]["gap"], "bilinear_gap": ev["bilinear"]["gap"]}), flush=True)

@@ -106,7 +106,7 @@ def trained_runs(ctx: CheckContext, name: str, output: str = "mixture", replicat
 GPT_COST_PER_MULTIPLY_ADD = (161 / 1.42e12) / (44 / 2.03e9)
 
 
-def _cost(config) -> float:
+def run_cost(config) -> float:
     """A run's size in one unit for every model kind, to hand out the longest first: steps × batch × stream length ×
     heads for the structured models; a GPT's multiply-adds (it has no K, and its width and depth set its cost),
     converted by ``GPT_COST_PER_MULTIPLY_ADD``."""
@@ -121,7 +121,7 @@ def train_in_workers(ctx: CheckContext, configs: list) -> list | None:
     one by one. Each run is seeded by its config, so the numbers do not depend on the workers."""
     if ctx.jobs < 2 or len(configs) < 2:
         return None
-    order = sorted(range(len(configs)), key=lambda i: -_cost(configs[i]))
+    order = sorted(range(len(configs)), key=lambda i: -run_cost(configs[i]))
     runs = ctx.map(train_config, [configs[i] for i in order], desc="training runs")
     return [run for _, run in sorted(zip(order, runs), key=lambda pair: pair[0])]
 

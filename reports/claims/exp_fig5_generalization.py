@@ -100,7 +100,7 @@ def _reading_word(status: str) -> str:
         status, "undecided (within noise)")
 
 
-def _fig5_rule(train_L: list, L_test: list, grid: dict) -> dict:
+def fig5_rule(train_L: list, L_test: list, grid: dict) -> dict:
     """Both halves of fig5's claim on a grid {training L: [L_pa^{L'} − BMA's for L' in L_test]}.
 
     "Near BMA for many L'": some training L is within ``NEAR_BMA`` nats of BMA at ≥ half of the tested L' (pass when
@@ -120,7 +120,7 @@ def _fig5_rule(train_L: list, L_test: list, grid: dict) -> dict:
     return {"sides": sides, "near_count": clearly, "many": many, "mean_gap": mean_gap, "spearman": rank}
 
 
-def _decide_readings(readings: dict, testable) -> str:
+def decide_readings(readings: dict, testable) -> str:
     """Reproduced when a testable reading reproduces the claim, not reproduced when every testable one fails, else
     undecided (also when no reading is testable). A reading whose ideal fails the rule never decides."""
     deciding = [v for k, v in readings.items() if k in testable]
@@ -140,10 +140,10 @@ def positive_controls(g: dict, path_grids: list[dict]) -> dict:
     ideal = {"R1": path_grids[0], "R3": {L: [0.0] * len(L_test) for L in train_L}}
     if g["r2"]:
         ideal["R2"] = path_grids[0]
-    claimed = _fig5_rule(train_L, L_test, path_grids[-1])
+    claimed = fig5_rule(train_L, L_test, path_grids[-1])
     out = {}
     for name in sorted(ideal):
-        rule = _fig5_rule(train_L, L_test, ideal[name])
+        rule = fig5_rule(train_L, L_test, ideal[name])
         sides, order_from = dict(rule["sides"]), "the ideal"
         if np.ptp(rule["mean_gap"]) == 0:  # equal rows: the ideal cannot order training L
             sides[ORDER_SIDE], order_from = claimed["sides"][ORDER_SIDE], "the claimed order (control path, t = 1)"
@@ -172,14 +172,14 @@ def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
     testable reading (its ideal passes the rule) is decided by the count rule over the seeds; reproduced when one
     reproduces it, not reproduced when every one fails; a reading whose ideal fails is shown and never decides.
     Figures and tables show the first seed's runs; every seed's values are in ``seeds``."""
-    grids = [_compute_grids(runs) for runs in seeded_runs(ctx, "fig5")]
+    grids = [compute_grids(runs) for runs in seeded_runs(ctx, "fig5")]
     power, path_grids = control_power(grids[0])
     positive = positive_controls(grids[0], path_grids)
     testable = tuple(name for name, p in positive.items() if p["passed"])
-    decisions = [_seed_decision(g) for g in grids]
+    decisions = [seed_decision(g) for g in grids]
     counts = _count_readings(decisions)
     verdict, reason, converged = _verdict(grids[0], counts, decisions, positive)
-    record = seeds_record(training_seeds(ctx, "fig5"), [_decide_readings(d["readings"], testable) for d in decisions],
+    record = seeds_record(training_seeds(ctx, "fig5"), [decide_readings(d["readings"], testable) for d in decisions],
                           [d["all"] for d in decisions], [_seed_metrics(g, d) for g, d in zip(grids, decisions)])
     record["readings"] = {name: {"decides": name in testable, "verdict": c["verdict"],
                                  "reason": c["reason"], "statuses": [d["readings"][name] for d in decisions],
@@ -193,7 +193,7 @@ def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
     return _render(ctx, grids[0], decided)
 
 
-def _compute_grids(runs_all: dict) -> dict:
+def compute_grids(runs_all: dict) -> dict:
     """Every grid of one seed's runs (keyed by training L), with the labels, sizes and own-L gaps they come from."""
     by_reading = fig5_readings(runs_all)
     runs = by_reading["R1"]
@@ -212,13 +212,13 @@ def _compute_grids(runs_all: dict) -> dict:
             "grid_r3": selector_only_grid([runs[k] for k in labels], first.kernel, batches)}
 
 
-def _seed_decision(g: dict) -> dict:
+def seed_decision(g: dict) -> dict:
     """fig5's rule on each reading's grid of one seed, and the plateau tests of the runs each reading reads
     (R3 reads R1's runs; ``all``: every run of the seed)."""
     train_L, L_test = g["train_L"], g["L_test"]
-    rules = {"R1": _fig5_rule(train_L, L_test, g["grid"]),
-             **({"R2": _fig5_rule(train_L, L_test, g["grid_r2"])} if g["r2"] else {}),
-             "R3": _fig5_rule(train_L, L_test, g["grid_r3"])}
+    rules = {"R1": fig5_rule(train_L, L_test, g["grid"]),
+             **({"R2": fig5_rule(train_L, L_test, g["grid_r2"])} if g["r2"] else {}),
+             "R3": fig5_rule(train_L, L_test, g["grid_r3"])}
     tests = {label: run_convergence(run.metrics) for label, run in g["trained"].items()}
     r1 = runs_plateau({k: tests[k] for k in g["labels"]})
     by_reading = {"R1": r1, "R3": r1}
@@ -246,7 +246,7 @@ def _verdict(g: dict, counts: dict, decisions: list[dict], positive: dict) -> tu
     no testable reading, why each reading's ideal fails)."""
     testable = [k for k, p in positive.items() if p["passed"]]
     deciding = {k: v for k, v in counts.items() if k in testable}
-    overall = count_verdict([_decide_readings(d["readings"], testable) for d in decisions],
+    overall = count_verdict([decide_readings(d["readings"], testable) for d in decisions],
                             [d["all"] for d in decisions])[2]
     verdicts = [v["verdict"] for v in deciding.values()]
     if not deciding:
@@ -298,7 +298,7 @@ def control_power(g: dict) -> tuple[list[dict], list[dict]]:
     grids = reader_grids(g["first"].kernel, g["batches"], [reads for _, reads in path])
     power = []
     for (t, reads), grid in zip(path, grids):
-        rule = _fig5_rule(g["train_L"], g["L_test"], grid)
+        rule = fig5_rule(g["train_L"], g["L_test"], grid)
         power.append({"x": t, "label": "rows read " + ", ".join(f"L{L}: {m}" for L, m in reads.items()),
                       "rejected": combine_sides(rule["sides"]) == "fail", "value": rule["spearman"]["rho"],
                       "rule": rule["sides"], "mean_gap": rule["mean_gap"], "spearman": rule["spearman"],

@@ -60,7 +60,7 @@ def family_curves(ctx: CheckContext) -> dict:
 
 # ------------------------------------------------------------------------------------------------- decide
 
-def _decide_families(curve: dict, standard=STANDARD) -> dict:
+def decide_families(curve: dict, standard=STANDARD) -> dict:
     """The rule, on one :func:`model.dag_families.family_gap_curve` result (real target or control alike).
 
     gap found (family F): at every L' <= SMALL_L, F's fit converged and its in-sample gap > max(3 SE,
@@ -166,11 +166,11 @@ def _summary(s: dict, real: dict, decided: dict, control_max: float, control_rej
 
 def ext_dag_families(ctx: CheckContext) -> CheckOutcome:
     """Exact fit: best member of each family vs the exact k = 2 set posterior, gap vs L' (rule:
-    :func:`_decide_families`; control: the same rule on a planted target inside every family)."""
+    :func:`decide_families`; control: the same rule on a planted target inside every family)."""
     s = _sizes(ctx)
     curves = family_curves(ctx)
     real, control = curves["real"], curves["control"]
-    decided, control_decided = _decide_families(real), _decide_families(control)
+    decided, control_decided = decide_families(real), decide_families(control)
     control_max = max(max(control["families"][f]["gap_fit"]) for f in STANDARD)
     measured = {"L": real["L"], "gap_found": decided["gap_found"], "fitter_ok": decided["fitter_ok"],
                 "simplicial_max_gap": decided["simplicial_max_gap"],

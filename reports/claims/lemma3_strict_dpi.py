@@ -446,7 +446,7 @@ def alpha_candidates_check(ctx: CheckContext) -> CheckOutcome:
 RESOLVED_NONCENTRALITY = 100.0
 
 
-def _judge_ratio(z: dict, ratio, bound: float, resolved: bool) -> str:
+def judge_ratio(z: dict, ratio, bound: float, resolved: bool) -> str:
     """The Monte Carlo rule on one pair; a pair whose I(x_h; x_pa) n samples do not resolve (RESOLVED_NONCENTRALITY)
     has no ratio to judge against a bound (``"unresolved"``, left out of the verdict) unless an estimate disagrees
     with its exact value (then inconclusive, as for every pair)."""
@@ -455,7 +455,7 @@ def _judge_ratio(z: dict, ratio, bound: float, resolved: bool) -> str:
     return decide_interval(list(z.values()), ratio.low, ratio.high, bound)
 
 
-def _lemma3_mc_case(label: str, kernel, parents, init, h: int, h_prime: int, n: int, rng) -> dict:
+def lemma3_mc_case(label: str, kernel, parents, init, h: int, h_prime: int, n: int, rng) -> dict:
     """Estimates of one pair, their z against the exact values, and the rule applied to the bound 1 (the lemma
     as stated) and to a bound known to be violated (the exact ratio minus 3 standard errors). Near independence
     the estimates' z and intervals come from the G statistic's χ² law (numerics.estimators)."""
@@ -470,8 +470,8 @@ def _lemma3_mc_case(label: str, kernel, parents, init, h: int, h_prime: int, n: 
             "exact_ratio": exact["ratio"], "estimate": ratio.value, "stderr": ratio.stderr, "low": ratio.low,
             "high": ratio.high, "max_abs_z": max(abs(v) for v in z.values()), "z": z,
             "margin_in_stderr": (1.0 - exact["ratio"]) / ratio.stderr,
-            "verdict": _judge_ratio(z, ratio, 1.0, resolved),
-            "planted_alpha": planted, "control_verdict": _judge_ratio(z, ratio, planted, resolved),
+            "verdict": judge_ratio(z, ratio, 1.0, resolved),
+            "planted_alpha": planted, "control_verdict": judge_ratio(z, ratio, planted, resolved),
             "ideal_verdict": ideal_estimate_verdict(exact["ratio"], ratio.value, ratio.low, ratio.high, 1.0)
             if resolved else "unresolved"}
 
@@ -494,10 +494,10 @@ def _lemma3_mc_cases(ctx: CheckContext, rng, n: int) -> tuple[list[dict], int]:
             skipped += 1
             continue
         p = int(np.nanargmax(pairs["ratio"]))
-        cases.append(_lemma3_mc_case(f"random {i}", kernel, parents, init, int(pairs["h"][p]),
+        cases.append(lemma3_mc_case(f"random {i}", kernel, parents, init, int(pairs["h"][p]),
                                      int(pairs["h_prime"][p]), n, rng))
     cc = LEMMA3_CLOSE_CALL
-    cases.append(_lemma3_mc_case("close call", binary_flip_kernel(cc["flip"]), np.array(cc["parents"]), None,
+    cases.append(lemma3_mc_case("close call", binary_flip_kernel(cc["flip"]), np.array(cc["parents"]), None,
                                  cc["h"], cc["h_prime"], n, rng))
     return cases, skipped
 

@@ -45,14 +45,14 @@ PROP1_DRAWS = {"quick": 200, "full": 2000}
 SHIFT_ATOL = 1e-12
 
 
-def _invariant(changes) -> bool:
+def shift_invisible(changes) -> bool:
     """A shift is invisible to A^(2) when no draw moves it by more than SHIFT_ATOL."""
     return float(np.max(changes)) <= SHIFT_ATOL
 
 
 def _decide_shifts(column, row) -> str:
     """The exact check's rule: no column shift moves A^(2) (SHIFT_ATOL) and at least half the row shifts do."""
-    return "pass" if _invariant(column) and float(np.mean(row > SHIFT_ATOL)) >= 0.5 else "fail"
+    return "pass" if shift_invisible(column) and float(np.mean(row > SHIFT_ATOL)) >= 0.5 else "fail"
 
 
 def constant_shift_positive(draws: list, rng: np.random.Generator) -> PositiveControl:
@@ -93,7 +93,7 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
     threshold = {"column_shift_change_max": SHIFT_ATOL, "row_shift_changed_fraction_min": 0.5}
     verdict = _decide_shifts(column, row)
     control = Control("the row shift W + b1ᵀ claimed invariant, judged by the same rule (max change ≤ 1e-12)",
-                      {"row_shift_change_max": float(row.max())}, rejected=not _invariant(row))
+                      {"row_shift_change_max": float(row.max())}, rejected=not shift_invisible(row))
     return CheckOutcome(
         verdict=verdict,
         measured={"column_shift_change_max": float(column.max()), "row_shift_changed_fraction": changed,

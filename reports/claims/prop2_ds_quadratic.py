@@ -105,7 +105,7 @@ def _sizes(ctx: CheckContext) -> dict:
     return SIZES[ctx.tier]
 
 
-def _instance_A(ctx: CheckContext) -> np.ndarray:
+def instance_A(ctx: CheckContext) -> np.ndarray:
     """The orthogonal A of this report's DS instance (the same for every check)."""
     return random_orthogonal(D, rng=ctx.rng("prop2-ds-A"))
 
@@ -116,7 +116,7 @@ def _fit_curves(ctx: CheckContext) -> dict:
     key = ("ds", "fit", ctx.tier, ctx.seed)
     if key not in ctx.cache:
         s = _sizes(ctx)
-        A = _instance_A(ctx)
+        A = instance_A(ctx)
         sizes = {"n_fit": s["n_fit"], "n_eval": s["n_eval"], "quiet": ctx.quiet}
         bilinear = score_gap_curve(A, RHO, H, s["fit_L"], rng=ctx.rng("prop2-bilinear-fit"), **sizes)
         key_norm = score_gap_curve(A, RHO, H, s["key_norm_L"], rng=ctx.rng("prop2-key-norm-fit"), key_norm=True,
@@ -145,18 +145,18 @@ def _trained(ctx: CheckContext, seed: int) -> dict:
         s = _sizes(ctx)
         exp = DSExperiment(d=D, H=H, L=TRAIN_L, rho=RHO, copier=s["copier"], L_values=s["fit_L"],
                            n_eval=s["model_eval"], train=_train_config(ctx, seed), selectors=("bilinear", "key-norm"))
-        ctx.cache[key] = run_ds_experiment(exp, A=_instance_A(ctx), device="cpu", quiet=ctx.quiet)
+        ctx.cache[key] = run_ds_experiment(exp, A=instance_A(ctx), device="cpu", quiet=ctx.quiet)
     return ctx.cache[key]
 
 
-def _power(ctx: CheckContext) -> dict:
+def power_evaluations(ctx: CheckContext) -> dict:
     """{λ: evaluation} of the key-norm selector at λ × the exact (W*, c*) for λ in POWER_SCALES (λ = 1 is BMA), on
     the first training seed's evaluation contexts; once per report."""
     key = ("ds", "power", ctx.tier, ctx.seed)
     if key not in ctx.cache:
         s = _sizes(ctx)
         cfg = DSModelConfig(selector="key-norm", d=D, H=H, L=TRAIN_L, copier=s["copier"])
-        ctx.cache[key] = shrunk_key_norm_evaluations(_instance_A(ctx), RHO, cfg, POWER_SCALES, s["fit_L"],
+        ctx.cache[key] = shrunk_key_norm_evaluations(instance_A(ctx), RHO, cfg, POWER_SCALES, s["fit_L"],
                                                      n_eval=s["model_eval"], seed=_seeds(ctx)[0])
     return ctx.cache[key]
 
@@ -168,7 +168,7 @@ def _trained_ffn(ctx: CheckContext, seed: int) -> dict:
         s = _sizes(ctx)
         cfg = DSModelConfig(d=D, H=H, L=TRAIN_L, selector="ffn", copier=s["copier"], **s["ffn"])
         train = _train_config(ctx, seed, steps=s["ffn_steps"], batch_size=s["ffn_batch"], ffn_lr=s["ffn_lr"])
-        run = train_and_evaluate(cfg, _instance_A(ctx), RHO, train, s["fit_L"], n_eval=s["model_eval"],
+        run = train_and_evaluate(cfg, instance_A(ctx), RHO, train, s["fit_L"], n_eval=s["model_eval"],
                                  quiet=ctx.quiet)
         ctx.cache[key] = {**run, "config": asdict(cfg), "train": asdict(train)}
     return ctx.cache[key]
@@ -185,7 +185,7 @@ def _closing_L(L_values, gaps, ses, tol: float):
     return None
 
 
-def _decide_fit(curve: dict) -> dict:
+def decide_fit(curve: dict) -> dict:
     """The exact check's rule on one best-bilinear curve (``score_gap_curve``), applied to the real posterior
     and to the control alike.
 
@@ -213,7 +213,7 @@ def _decide_fit(curve: dict) -> dict:
 
 
 def _fit_verdict(rule: dict, key_norm: dict) -> tuple[str, str]:
-    """The exact check's verdict: :func:`_decide_fit`'s, inconclusive when the fitter is not trusted (a fit at
+    """The exact check's verdict: :func:`decide_fit`'s, inconclusive when the fitter is not trusted (a fit at
     L' <= 5 did not converge, or the key-norm fit misses its known optimum by KEY_NORM_TOL)."""
     if not rule["fits_converged"]:
         return rule["verdict"], "a bilinear fit at L' <= 5 did not converge: its in-sample gap is no lower estimate"
@@ -231,7 +231,7 @@ def _gap_bounds(ev: dict, L_range) -> tuple[float, float]:
     return float(np.max(g - 3 * se)), float(np.max(g + 3 * se))
 
 
-def _closes(ev: dict) -> tuple[bool, float]:
+def closes_gap(ev: dict) -> tuple[bool, float]:
     """'Closes the gap': the upper 3-SE bound of the gap is within CLOSES_TOL of BMA at every L' tested."""
     upper = _gap_bounds(ev, lambda L: True)[1]
     return upper <= CLOSES_TOL, upper
@@ -242,12 +242,12 @@ def _decide_models(gap_model: dict, closing_model: dict) -> dict:
     (trained bilinear, trained key-norm) and to the control pair alike.
 
     shows gap: the gap model's gap exceeds GAP_TOL by 3 SE at some L' <= 5 and is within GAP_TOL (+3 SE) at
-    every L' >= 20 tested; closes: :func:`_closes` on the closing model. pass = both.
+    every L' >= 20 tested; closes: :func:`closes_gap` on the closing model. pass = both.
     """
     small_lower = _gap_bounds(gap_model, lambda L: L <= SMALL_L)[0]
     late_upper = _gap_bounds(gap_model, lambda L: L >= min(CLOSED_BY_L, gap_model["L"][-1]))[1]
     shows_gap = small_lower > GAP_TOL and late_upper <= GAP_TOL
-    closes, closing_upper = _closes(closing_model)
+    closes, closing_upper = closes_gap(closing_model)
     return {"verdict": "pass" if shows_gap and closes else "fail", "shows_gap": bool(shows_gap),
             "closes": bool(closes), "small_L_gap_lower": small_lower, "late_L_gap_upper": late_upper,
             "closing_gap_upper": closing_upper}
@@ -265,15 +265,15 @@ def _trained_convergence(bil: dict, fit: dict, plateau: dict) -> dict:
             "key_norm_flat": plateau["runs"]["key-norm"]["plateaued"], "converged": plateau["plateaued"]}
 
 
-def _decide_ffn(ffn: dict, fit: dict) -> dict:
+def decide_ffn(ffn: dict, fit: dict) -> dict:
     """The FFN rule (open question 3) on one evaluated model, applied to the trained FFN and to its control (the
     same FFN at its initial weights) alike.
 
-    closes: :func:`_closes` (within CLOSES_TOL of BMA, upper 3-SE bound, at every L' tested); below bilinear: at
+    closes: :func:`closes_gap` (within CLOSES_TOL of BMA, upper 3-SE bound, at every L' tested); below bilinear: at
     every L' <= 10 tested, the model's gap + 3 SE is below the best bilinear W's in-sample gap − 3 SE (a lower
     estimate of the family's best: a gap no bilinear score reaches). pass = both.
     """
-    closes, upper = _closes(ffn)
+    closes, upper = closes_gap(ffn)
     fit_lower = dict(zip(fit["L"], zip(fit["gap_fit"], fit["gap_fit_se"])))
     below_at, not_below_at = [], []
     for i, L in enumerate(ffn["L"]):
@@ -302,7 +302,7 @@ def key_norm_positive(key_norm: dict) -> PositiveControl:
 def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
     """Exact check: the best bilinear W against the exact DS posterior, gap vs L'.
 
-    Verdict (:func:`_decide_fit`): pass when the best bilinear W keeps a gap at every L' <= 5 (in-sample gap
+    Verdict (:func:`decide_fit`): pass when the best bilinear W keeps a gap at every L' <= 5 (in-sample gap
     > 3 SE and > the fit's resolution 1e-6 nats) and the gap shrinks by the largest L' (held-out, by 3 + 3
     SE); fail otherwise; inconclusive when the fitter is not trusted (:func:`_fit_verdict`).
 
@@ -314,7 +314,7 @@ def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
     A, bil, kn, ctl = fits["A"], fits["bilinear"], fits["key_norm"], fits["control"]
     _, c_star = exact_score_parameters(A, RHO)
     small = [i for i, L in enumerate(bil["L"]) if L <= SMALL_L]
-    rule, control_rule = _decide_fit(bil), _decide_fit(ctl)
+    rule, control_rule = decide_fit(bil), decide_fit(ctl)
     verdict, reason = _fit_verdict(rule, kn)
     closing = _closing_L(bil["L"], bil["gap_eval"], bil["gap_eval_se"], 0.01)  # reported, not decided
     control = Control(
@@ -365,7 +365,7 @@ def _models_control(bil: dict, power: dict) -> Control:
         power=_power_curve(power, lambda kn: _decide_models(bil, kn)))
 
 
-def _models_ideal(fit: dict, power: dict) -> PositiveControl:
+def models_ideal_control(fit: dict, power: dict) -> PositiveControl:
     """The reproduction's rule on its ideal pair: gap slot = the best bilinear W at each L' (the exact fit, held out:
     what training the bilinear model can reach), closing slot = the key-norm selector at the exact (W*, c*) (BMA)."""
     rule = _decide_models({"L": fit["L"], "gap": fit["gap_eval"], "gap_se": fit["gap_eval_se"]}, power[1.0])
@@ -375,7 +375,7 @@ def _models_ideal(fit: dict, power: dict) -> PositiveControl:
 
 def _attention_context(ctx: CheckContext, L: int = 3) -> tuple:
     """(context, query, true parents (H,), L') of the one fresh context the attention figure shows."""
-    task = sample_ds_task(_instance_A(ctx), RHO, 1, L, H, rng=ctx.rng("prop2-ds-attention-context"))
+    task = sample_ds_task(instance_A(ctx), RHO, 1, L, H, rng=ctx.rng("prop2-ds-attention-context"))
     return task.context, task.query, task.parents[0], L
 
 
@@ -389,7 +389,7 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
     verdict is the count rule (``reports.checks.trained.count_verdict``). Control: :func:`_models_control`. The
     FFN model is the check :func:`prop2_ffn_closes_gap`.
     """
-    s, seeds, fit, power = _sizes(ctx), _seeds(ctx), _fit_curves(ctx)["bilinear"], _power(ctx)
+    s, seeds, fit, power = _sizes(ctx), _seeds(ctx), _fit_curves(ctx)["bilinear"], power_evaluations(ctx)
     results = [_trained(ctx, seed) for seed in seeds]
     evs = [{name: m["eval"] for name, m in r["metrics"].items()} for r in results]
     tests = [runs_plateau({name: trace_plateau(r["metrics"][name]["history"]["loss"])
@@ -411,7 +411,7 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
     panels = attention_maps(result["models"], np.asarray(result["A"]), RHO, context, query)
     return CheckOutcome(
         verdict=verdict, reason=reason, converged=converged, control=control, seeds=record, instance=instance,
-        positive_control=_models_ideal(fit, power),
+        positive_control=models_ideal_control(fit, power),
         measured=render.trained_measured(READINGS, s, ev, {n: m["history"] for n, m in result["metrics"].items()},
                                          rule, conv),
         assumptions=render.trained_assumptions(READINGS, s),
@@ -426,11 +426,11 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
 def _ffn_control(fit: dict, power: dict) -> Control:
     """The FFN rule on the best bilinear W at each L' (the exact check's fit, held out): the closest selector
     that cannot close the gap; its power as the key-norm selector at λ × (W*, c*) moves to BMA."""
-    rule = _decide_ffn({"L": fit["L"], "gap": fit["gap_eval"], "gap_se": fit["gap_eval_se"]}, fit)
+    rule = decide_ffn({"L": fit["L"], "gap": fit["gap_eval"], "gap_se": fit["gap_eval_se"]}, fit)
     return Control("the best bilinear W at each L' (the exact fit, on held-out contexts), judged by the same rule",
                    {"max_gap": rule["max_gap"], "gap_upper": rule["gap_upper"], "closes": rule["closes"],
                     "below_best_bilinear_at_L": rule["below_at_L"], "verdict": rule["verdict"]},
-                   rejected=rule["verdict"] != "pass", power=_power_curve(power, lambda kn: _decide_ffn(kn, fit)))
+                   rejected=rule["verdict"] != "pass", power=_power_curve(power, lambda kn: decide_ffn(kn, fit)))
 
 
 #: The FFN check's ideal: its power curve's end, BMA itself (what closing the gap means).
@@ -458,13 +458,13 @@ def prop2_ffn_closes_gap(ctx: CheckContext) -> CheckOutcome:
     K slots like the bilinear W; nothing of ‖x‖² is built in. Trained on the report's training seeds (at the tiers
     of ``FFN_TIERS``), evaluated on the contexts of the bilinear and key-norm models.
 
-    Rule per seed (:func:`_decide_ffn`): within CLOSES_TOL of BMA (upper 3-SE bound) at every L' tested and below
+    Rule per seed (:func:`decide_ffn`): within CLOSES_TOL of BMA (upper 3-SE bound) at every L' tested and below
     the best bilinear W's in-sample gap (by 3 + 3 SE) at every L' <= 10 tested; a seed counts when its loss record
     has plateaued (:func:`model.convergence.trace_plateau`); the verdict is the count rule. Control:
     :func:`_ffn_control`.
     """
     s, fit = _sizes(ctx), _fit_curves(ctx)["bilinear"]
-    control = _ffn_control(fit, _power(ctx))
+    control = _ffn_control(fit, power_evaluations(ctx))
     scale = f"{ctx.tier} tier: {s['ffn_steps']} steps, hidden {s['ffn']['ffn_hidden']}"
     statement = (f"an FFN before query-key attention closes the DS gap (SwiGLU, {scale}): within {CLOSES_TOL} nats "
                  f"of BMA at every L' tested and below the best bilinear W at every L' <= {BELOW_BILINEAR_L}")
@@ -472,14 +472,14 @@ def prop2_ffn_closes_gap(ctx: CheckContext) -> CheckOutcome:
         return _ffn_untrained(ctx, control, statement)
     seeds = _seeds(ctx)
     runs = [_trained_ffn(ctx, seed) for seed in seeds]
-    rules = [_decide_ffn(r["eval"], fit) for r in runs]
+    rules = [decide_ffn(r["eval"], fit) for r in runs]
     tests = [trace_plateau(r["history"]["loss"]) for r in runs]
     statuses = [rule["verdict"] for rule in rules]
     verdict, reason, converged = count_verdict(statuses, tests)
     record = seeds_record(seeds, statuses, tests, [{k: rule[k] for k in ("max_gap", "gap_upper")} for rule in rules])
     run, rule = runs[0], rules[0]  # the first seed's run: measured, table and figure
     instance = None if verdict != "fail" else {
-        "claim": "prop2-ds-quadratic", "question": "ffn-closes-gap", "A": _instance_A(ctx).tolist(), "rho": RHO,
+        "claim": "prop2-ds-quadratic", "question": "ffn-closes-gap", "A": instance_A(ctx).tolist(), "rho": RHO,
         "d": D, "H": H, "L": run["eval"]["L"], "ffn_gap": run["eval"]["gap"], "steps": s["ffn_steps"],
         "training_seeds": seeds}
     outcome = CheckOutcome(

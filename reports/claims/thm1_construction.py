@@ -60,7 +60,7 @@ BETAS = [1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0, 20.0, 24.0, 32.0, 40.0]
 RATE_TOL = 0.05
 
 
-def _decide_curves(vs_beta: dict, fit: dict, vs_L: dict) -> dict:
+def decide_curves(vs_beta: dict, fit: dict, vs_L: dict) -> dict:
     """The rule of ``exact_check`` (the limits as stated): the β half (the error falls and reaches the tolerance)
     and the L half (the last mean error is below the first by more than four combined standard errors, both
     rules). The fitted rate is ``rate_check``'s."""
@@ -93,7 +93,7 @@ def _curves_control(ctx: CheckContext, kernel, batch) -> tuple[Control, tuple, t
         {"row_shift_attention_error_at_largest_beta": shifted[0]["attention_error"][-1],
          "row_shift_fitted_rate": shifted[1]["rate"],
          "zero_selector_logit_error_vs_L": uniform[2]["logit"]["mean"]},
-        not _decide_curves(*shifted)["beta"] and not _decide_curves(*uniform)["L"])
+        not decide_curves(*shifted)["beta"] and not decide_curves(*uniform)["L"])
     return control, shifted, uniform
 
 
@@ -108,7 +108,7 @@ def ideal_curves_control(ctx: CheckContext, vs_beta: dict) -> PositiveControl:
     kernel = seeded_kernel(ctx, "thm1-curves", 5)
     bma = analysis.construction_error_vs_L(kernel, sizes["L_grid"], 10, sizes["L_contexts"],
                                            rng=ctx.rng("thm1-curves:L-ideal"), reader="bma")
-    decided = _decide_curves(leading, None, bma)
+    decided = decide_curves(leading, None, bma)
     return PositiveControl("β half: errors falling exactly as e^{−β} from the check's own error at the smallest β; L "
                            "half: BMA itself (numerics.bma_predictive) on fresh contexts; each judged by its half "
                            "of the same rule", {"leading_error_at_largest_beta": leading["attention_error"][-1],
@@ -154,7 +154,7 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
     batch = numerics.sample_task(kernel, CONTEXTS[ctx.tier], 6, 10, rng=ctx.rng("thm1-curves:contexts"))
     Ls = CURVE_SIZES[ctx.tier]["L_grid"]
     vs_beta, fit, vs_L = _curves(ctx, kernel, batch, None, "thm1-curves:L")
-    decided = _decide_curves(vs_beta, fit, vs_L)
+    decided = decide_curves(vs_beta, fit, vs_L)
     ok = decided["beta"] and decided["L"]
     control, shifted, uniform = _curves_control(ctx, kernel, batch)
     rows = [[b_, e, p] for b_, e, p in zip(BETAS, vs_beta["attention_error"], vs_beta["predictive_error"])]

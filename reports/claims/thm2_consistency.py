@@ -142,7 +142,7 @@ def exact_rate_control(kernel, parents, L_values, out: dict) -> PositiveControl:
                                      "cells_failed": int((cells == "fail").sum())}, verdict == "pass")
 
 
-def _smallest_false_factor(kernel, parents, L_values, out: dict) -> dict:
+def smallest_false_factor(kernel, parents, L_values, out: dict) -> dict:
     """The smallest exponent factor f whose bound exp(−f·LΔ²/(2 log²(1/ε))) the exact P(S_L ≤ 0) exceeds somewhere
     on the L grid, −log P / (LΔ²/(2 log²(1/ε))) minimised over (L, pair): a planted factor below it is a true bound
     on this instance, which no sample size can reject. Exact laws by convolution (d = 2: a lattice, cheap)."""
@@ -175,7 +175,7 @@ def _thm2_instance(name: str, kernel, parents, L_values, out: dict) -> dict:
             for i, L in enumerate(L_values)]
     control_cells = _violated_cells(out, cells, planted, L_values) | {"power": _power(out, L_values)}
     if kernel.shape[0] == 2:
-        control_cells["smallest_false_factor_exact"] = _smallest_false_factor(kernel, parents, L_values, out)
+        control_cells["smallest_false_factor_exact"] = smallest_false_factor(kernel, parents, L_values, out)
     return {"out": out, "planted": planted, "measured": measured, "rows": rows, "worst_argmax": worst_argmax,
             "control_cells": control_cells}
 
@@ -269,7 +269,7 @@ def _worst_argmax_interval(out: dict) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return worst, low, high
 
 
-def _decide_limit(L_values, low, high) -> str:
+def decide_limit(L_values, low, high) -> str:
     """Theorem 2's limit on a finite grid: pass when the error's interval at the largest L lies wholly below its
     interval at a quarter of that L (still falling at the top of the grid, not settled at a floor), fail when
     wholly above (it rose), else inconclusive."""
@@ -277,7 +277,7 @@ def _decide_limit(L_values, low, high) -> str:
     return "pass" if high[-1] < low[q] else ("fail" if low[-1] > high[q] else "inconclusive")
 
 
-def _capped(values: np.ndarray, L_values) -> np.ndarray:
+def capped_error(values: np.ndarray, L_values) -> np.ndarray:
     """A posterior that stops reading at a quarter of the largest L: its error at L ≥ that is the error there."""
     q = L_values.index(L_values[-1] // 4)
     return np.concatenate([values[:q], np.full(len(values) - q, values[q])])
@@ -290,7 +290,7 @@ def exact_limit_control(kernel, parents, L_values, out: dict) -> PositiveControl
     than at a quarter of it (a grid too short, or too few contexts)."""
     exact = exact_rates(kernel, parents, L_values, out).max(axis=1)
     low, high = wilson_interval(np.rint(exact * out["contexts"]), out["contexts"])
-    verdict = _decide_limit(L_values, low, high)
+    verdict = decide_limit(L_values, low, high)
     return PositiveControl("on the flip instance (d = 2, exact by convolution), the worst pair's exact P(S_L ≤ 0) "
                            "as the error curve, with the Wilson interval of the same number of contexts, judged by "
                            "the same rule", {"L": L_values, "exact_error": exact.tolist(), "verdict": verdict},
@@ -308,8 +308,8 @@ def limit_check(ctx: CheckContext) -> CheckOutcome:
     measured, control_measured, rows = {}, {}, []
     for name, (_, _, L_values, out) in _error_rates(ctx).items():
         worst, low, high = _worst_argmax_interval(out)
-        verdict = _decide_limit(L_values, low, high)
-        capped = _decide_limit(L_values, _capped(low, L_values), _capped(high, L_values))
+        verdict = decide_limit(L_values, low, high)
+        capped = decide_limit(L_values, capped_error(low, L_values), capped_error(high, L_values))
         measured[name] = {"L": L_values, "argmax_error": worst.tolist(), "low": low.tolist(), "high": high.tolist(),
                           "verdict": verdict}
         control_measured[name] = {"reads_up_to_L": L_values[-1] // 4, "verdict": capped}

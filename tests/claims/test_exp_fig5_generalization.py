@@ -82,7 +82,7 @@ def test_fig5_decides_on_three_seeds_and_rejects_its_near_miss_control(fig5_runs
 
 def test_fig5_control_power_rejects_the_wrong_order_and_passes_the_claimed_one(fig5_runs):
     # reference: BMA reading the last min(m, L') examples computed here by numerics, one entry at a time
-    g = fig5._compute_grids(fig5_runs)
+    g = fig5.compute_grids(fig5_runs)
     power, grids = fig5.control_power(g)
     assert [p["x"] for p in power] == list(fig5.CONTROL_PATH)
     assert power[0]["examples_read"] == {"L1": 1, "L2": 2, "L3": 3}  # t = 0: an ideal reader of its training L
@@ -100,7 +100,7 @@ def test_fig5_control_power_rejects_the_wrong_order_and_passes_the_claimed_one(f
 
 def test_reader_grids_share_one_table_and_refuse_zero_examples(fig5_runs):
     # reference: each grid computed alone with truncated_bma_metrics (the table is a cache, not a change)
-    g = fig5._compute_grids(fig5_runs)
+    g = fig5.compute_grids(fig5_runs)
     batches = held_out_batches(g["first"], TEST_L)
     grids = reader_grids(g["first"].kernel, batches, [{1: 2, 3: 5}, {1: 1}])
     assert grids[0][3] == [0.0, 0.0, 0.0, pytest.approx(
@@ -136,14 +136,14 @@ def test_fig5_count_rule_needs_three_of_three_converged_seeds(fig5_runs, wrong_s
     seed3 = trained.training_seeds(ctx, "fig5")[2]
     assert outcome.seeds["training_seeds"][2] == seed3 and "still improving: seed" in outcome.reason
     planted = iter(["pass", "pass", "fail"])
-    real = fig5._seed_decision
+    real = fig5.seed_decision
 
     def decision(g):
         d = real(g)
         return d | {"readings": d["readings"] | {"R3": next(planted)}}
 
     _runs_by_seed(monkeypatch, "quick", [fig5_runs] * 3)
-    monkeypatch.setattr(fig5, "_seed_decision", decision)
+    monkeypatch.setattr(fig5, "seed_decision", decision)
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))  # a fresh report cache
     assert outcome.seeds["readings"]["R3"]["counts"] == {"meet": 2, "miss": 0, "unconfirmed_miss": 1,
                                                         "still_learning": 0, "undecided": 0, "not_converged": 0}
@@ -167,11 +167,11 @@ def test_fig5_full_tier_counts_each_reading_over_five_seeds(fig5_runs, wrong_sel
 
 def test_fig5_rule_reads_both_halves():
     # reference: hand-made grids; 'many' is half of the four L'
-    good = fig5._fig5_rule([1, 5], [1, 2, 5, 10], {1: [0.0, 0.0, 0.01, 0.3], 5: [0.5, 0.4, 0.0, 0.6]})
+    good = fig5.fig5_rule([1, 5], [1, 2, 5, 10], {1: [0.0, 0.0, 0.01, 0.3], 5: [0.5, 0.4, 0.0, 0.6]})
     assert good["sides"] == {"near_bma_for_many_L": "pass", "smaller_L_generalizes_better": "pass"}
-    bad = fig5._fig5_rule([1, 5], [1, 2, 5, 10], {1: [0.0, 0.9, 1.0, 1.2], 5: [0.5, 0.4, 0.0, 0.6]})
+    bad = fig5.fig5_rule([1, 5], [1, 2, 5, 10], {1: [0.0, 0.9, 1.0, 1.2], 5: [0.5, 0.4, 0.0, 0.6]})
     assert bad["sides"] == {"near_bma_for_many_L": "fail", "smaller_L_generalizes_better": "fail"}
-    tie = fig5._fig5_rule([1, 5], [1, 2], {1: [0.0, 0.5], 5: [0.01, 0.5]})
+    tie = fig5.fig5_rule([1, 5], [1, 2], {1: [0.0, 0.5], 5: [0.01, 0.5]})
     assert tie["sides"]["smaller_L_generalizes_better"] == "noise"
 
 
@@ -205,18 +205,18 @@ def test_fig5_reading_r2_is_judged_on_its_own_runs_when_trained(fig5_runs, untra
 
 def test_only_the_readings_whose_ideal_passes_decide():
     # a reading not in ``testable`` never turns another's outcome into a pass, a fail or noise
-    assert fig5._decide_readings({"R1": "pass", "R3": "fail"}, ("R3",)) == "fail"
-    assert fig5._decide_readings({"R1": "fail", "R3": "noise"}, ("R3",)) == "noise"
-    assert fig5._decide_readings({"R1": "fail", "R2": "pass", "R3": "fail"}, ("R2", "R3")) == "pass"
-    assert fig5._decide_readings({"R1": "pass", "R3": "pass"}, ()) == "noise"
+    assert fig5.decide_readings({"R1": "pass", "R3": "fail"}, ("R3",)) == "fail"
+    assert fig5.decide_readings({"R1": "fail", "R3": "noise"}, ("R3",)) == "noise"
+    assert fig5.decide_readings({"R1": "fail", "R2": "pass", "R3": "fail"}, ("R2", "R3")) == "pass"
+    assert fig5.decide_readings({"R1": "pass", "R3": "pass"}, ()) == "noise"
 
 
 def test_a_reading_whose_ideal_fails_never_decides_whatever_it_reads(fig5_runs, monkeypatch):
     # reference: R1 forced to pass on every seed; it is not testable (its ideal reads ρ = −1), so the verdict is
     # R3's (within noise on the constructions), never a pass
     patch_runs(monkeypatch, {"fig5": fig5_runs})
-    real = fig5._seed_decision
-    monkeypatch.setattr(fig5, "_seed_decision", lambda g: (lambda d: d | {"readings": d["readings"] | {"R1": "pass"}})(
+    real = fig5.seed_decision
+    monkeypatch.setattr(fig5, "seed_decision", lambda g: (lambda d: d | {"readings": d["readings"] | {"R1": "pass"}})(
         real(g)))
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
     assert outcome.measured["count_readings"] == {"R1": "pass", "R3": "inconclusive"}

@@ -47,8 +47,8 @@ def test_decide_families_inconclusive_when_the_fitter_misses():
     curve = {"L": [1, 3], "families": {"heads": fam, "poe": fam, "poe_slots": fam,
                                        "simplicial": {"gap_fit": [1e-3, 0.0], "gap_fit_se": [1e-4, 0.0],
                                                       "converged": [True, True]}}}
-    assert E._decide_families(curve)["verdict"] == "inconclusive"
+    assert E.decide_families(curve)["verdict"] == "inconclusive"
     curve["families"]["simplicial"]["gap_fit"] = [0.0, 0.0]
-    assert E._decide_families(curve)["verdict"] == "pass"
+    assert E.decide_families(curve)["verdict"] == "pass"
     curve["families"]["poe"] = {"gap_fit": [0.1, 1e-12], "gap_fit_se": [0.01, 1e-13], "converged": [True, True]}
-    assert E._decide_families(curve)["verdict"] == "fail"
+    assert E.decide_families(curve)["verdict"] == "fail"

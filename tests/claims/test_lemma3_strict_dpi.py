@@ -124,7 +124,7 @@ def test_monte_carlo_rule_near_independence_agrees_with_the_exact_values():
     spec = NEAR_INDEPENDENT
     verdicts = []
     for seed in range(20):
-        case = claim._lemma3_mc_case("near independence", np.array(spec["kernel"]), np.array(spec["parents"]), None,
+        case = claim.lemma3_mc_case("near independence", np.array(spec["kernel"]), np.array(spec["parents"]), None,
                                      spec["h"], spec["h_prime"], 100_000, np.random.default_rng(seed))
         assert case["max_abs_z"] <= numeric_common.Z_AGREE, case
         verdicts.append(case["verdict"])
@@ -133,12 +133,12 @@ def test_monte_carlo_rule_near_independence_agrees_with_the_exact_values():
 
 def test_a_pair_whose_parent_information_is_not_resolved_is_not_judged():
     spec = NEAR_INDEPENDENT
-    case = claim._lemma3_mc_case("near independence", np.array(spec["kernel"]), np.array(spec["parents"]), None,
+    case = claim.lemma3_mc_case("near independence", np.array(spec["kernel"]), np.array(spec["parents"]), None,
                                  spec["h"], spec["h_prime"], 2_000, np.random.default_rng(0))
     assert case["verdict"] == case["control_verdict"] == "unresolved"
     # an estimate far from its exact value still reads inconclusive on an unresolved pair
     wide = types.SimpleNamespace(low=0.0, high=2.0)
-    assert claim._judge_ratio({"x": 5.0}, wide, 1.0, resolved=False) == "inconclusive"
+    assert claim.judge_ratio({"x": 5.0}, wide, 1.0, resolved=False) == "inconclusive"
 
 
 @pytest.mark.slow

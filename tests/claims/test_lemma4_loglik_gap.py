@@ -55,12 +55,12 @@ def _not_discriminating(outcome) -> None:
 def test_exact_check_whose_formula_without_kl_keeps_it_is_not_discriminating(monkeypatch, tmp_path):
     # the "formula without E KL" keeps its E KL term
     _small(monkeypatch)
-    original = dpi_sweep._lemma4_terms
+    original = dpi_sweep.lemma4_terms_from_mi
 
     def kl_in_mi_parent(*args):
         terms = original(*args)
         return dict(terms, mi_parent=terms["mi_parent"] + terms["kl"])
-    monkeypatch.setattr(dpi_sweep, "_lemma4_terms", kl_in_mi_parent)
+    monkeypatch.setattr(dpi_sweep, "lemma4_terms_from_mi", kl_in_mi_parent)
     _not_discriminating(claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path)))
 
 

@@ -18,7 +18,7 @@ def test_exact_check_passes_and_rejects_the_row_shift(tmp_path):
 
 def test_exact_check_with_an_invariance_rule_accepting_every_shift_is_not_discriminating(monkeypatch, tmp_path):
     monkeypatch.setitem(claim.PROP1_DRAWS, "quick", 40)
-    monkeypatch.setattr(claim, "_invariant", lambda changes: True)
+    monkeypatch.setattr(claim, "shift_invisible", lambda changes: True)
     outcome = claim.exact_check(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
     assert outcome.verdict == "pass" and not outcome.control.rejected
     verdict, reason = settle(outcome)
@@ -38,8 +38,8 @@ def test_model_check_reads_the_fig6_verdict_and_reason(monkeypatch):
 
     monkeypatch.setattr(trained, "train_preset_runs", refuse)
     ctx = CheckContext(tier="quick", seed=0)
-    cited = builder._check_record([c for c in claim.CLAIM.checks if c.kind == "model"][0], ctx)
-    own = builder._check_record(fig6.CLAIM.checks[0], ctx)
+    cited = builder.check_entry([c for c in claim.CLAIM.checks if c.kind == "model"][0], ctx)
+    own = builder.check_entry(fig6.CLAIM.checks[0], ctx)
     assert (cited["verdict"], cited["reason"]) == (own["verdict"], own["reason"]) == ("inconclusive", fig6.QUICK_REASON)
 
 

@@ -12,6 +12,7 @@ from bma_verify.model.ds import DSModel
 from bma_verify.model.ds_runs import shrunk_key_norm_evaluations
 from bma_verify.numerics.ds import ds_log_parent_posterior
 from bma_verify.numerics.ds_fit import bilinear_only_log_posterior
+from bma_verify.reports.checks.trained import training_seeds
 from bma_verify.reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, jsonable, settle
 
 # L' = 20 closes the curve: the fit at L' = 30 takes 3x the iterations (the gap there is at 1e-7 nats).
@@ -74,20 +75,20 @@ def _curve(gap_fit, gap_fit_se, gap_eval, gap_eval_se, L=SMALL["fit_L"]):
 def test_fit_rule_needs_a_gap_above_the_resolution_not_only_many_standard_errors():
     # Compared against: the residuals L-BFGS leaves on a target inside the family (~1e-12 nats with z ~ 40):
     # many SE but no gap. The same z on a 0.04-nat gap is one.
-    residual = prop2._decide_fit(_curve([1e-12, 2e-13, 6e-9], [2e-14, 5e-15, 2e-9], [1e-12, 3e-13, 3e-7],
+    residual = prop2.decide_fit(_curve([1e-12, 2e-13, 6e-9], [2e-14, 5e-15, 2e-9], [1e-12, 3e-13, 3e-7],
                                      [2e-14, 5e-15, 2e-7]))
     assert not residual["gap_found"] and not residual["shrinks"] and residual["verdict"] == "fail"
-    real = prop2._decide_fit(_curve([0.044, 0.072, 2e-7], [1e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
+    real = prop2.decide_fit(_curve([0.044, 0.072, 2e-7], [1e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
                                  [1e-3, 2e-3, 4e-4]))
     assert real["gap_found"] and real["shrinks"] and real["verdict"] == "pass"
     # A gap judged against its uncertainty: 0.004 ± 0.002 is not found.
-    noisy = prop2._decide_fit(_curve([0.004, 0.072, 2e-7], [2e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
+    noisy = prop2.decide_fit(_curve([0.004, 0.072, 2e-7], [2e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4],
                                   [1e-3, 2e-3, 4e-4]))
     assert noisy["gap_at_small_L"] == [False, True] and noisy["verdict"] == "fail"
     # An unconverged fit at small L' gives no lower estimate: inconclusive.
     stuck = _curve([0.044, 0.072, 2e-7], [1e-3, 2e-3, 6e-8], [0.044, 0.075, 5e-4], [1e-3, 2e-3, 4e-4])
     stuck["converged"][0] = False
-    assert prop2._decide_fit(stuck)["verdict"] == "inconclusive"
+    assert prop2.decide_fit(stuck)["verdict"] == "inconclusive"
 
 
 def test_checks_are_deterministic_for_a_seed(tmp_path, monkeypatch):
@@ -151,7 +152,7 @@ def planted_models(ctx, monkeypatch):
     tier at L' = 1, 3, 20, per training seed a bilinear model at that optimum and a key-norm model within 0.002
     nats of BMA, an FFN that does not close the gap; the power curve from λ = 0 (far) to 1 (BMA)."""
     monkeypatch.setitem(prop2.SIZES, "full", SMALL)
-    A = prop2._instance_A(ctx)
+    A = prop2.instance_A(ctx)
     monkeypatch.setattr(prop2, "_fit_curves", lambda c: {"A": A, "bilinear": FIT})
     results, ffns = {}, {}
     monkeypatch.setattr(prop2, "_trained", lambda c, seed: results.setdefault(seed, _result(A, [0.002] * 3)))
@@ -159,7 +160,7 @@ def planted_models(ctx, monkeypatch):
         "model": None, "history": {"loss": list(FLAT_LOSS), "converged": True}, "eval": _eval([0.05, 0.09, 0.13])}))
     power = {0.0: _eval([0.3, 0.5, 0.1]), 0.5: _eval([0.05, 0.08, 0.02]), 0.9: _eval([0.002, 0.003, 0.001]),
              1.0: _eval([1e-12] * 3)}
-    monkeypatch.setattr(prop2, "_power", lambda c: power)
+    monkeypatch.setattr(prop2, "power_evaluations", lambda c: power)
     monkeypatch.setattr(prop2.render, "attention_figure", lambda *a, **k: "attention.png")
     return results, ffns, power
 
@@ -180,9 +181,9 @@ def test_trained_models_control_accepted_reads_not_discriminating(ctx, planted_m
     # The positive control (whose closing slot is the same λ = 1 point) keeps the true BMA, so that only the
     # control is planted.
     _, _, power = planted_models
-    bma, ideal = power[1.0], prop2._models_ideal
+    bma, ideal = power[1.0], prop2.models_ideal_control
     power[1.0] = _eval(FIT["gap_eval"])
-    monkeypatch.setattr(prop2, "_models_ideal", lambda fit, curve: ideal(fit, {**curve, 1.0: bma}))
+    monkeypatch.setattr(prop2, "models_ideal_control", lambda fit, curve: ideal(fit, {**curve, 1.0: bma}))
     out = prop2.prop2_trained_models(ctx)
     assert out.verdict == "pass" and not out.control.rejected and out.positive_control.passed
     verdict, reason = settle(out)
@@ -192,8 +193,8 @@ def test_trained_models_control_accepted_reads_not_discriminating(ctx, planted_m
 def test_trained_models_count_rule_and_unconverged_seeds(ctx, planted_models):
     # Three seeds: one key-norm model misses (2 of 3 meet: undecided); all three still falling: none counts.
     results, _, _ = planted_models
-    seeds = prop2._seeds(ctx)
-    A = prop2._instance_A(ctx)
+    seeds = training_seeds(ctx, "prop2-ds")
+    A = prop2.instance_A(ctx)
     results[seeds[2]] = _result(A, [0.05] * 3)
     out = prop2.prop2_trained_models(ctx)
     assert out.verdict == "inconclusive" and out.reason.startswith(
@@ -209,11 +210,11 @@ def test_trained_models_miss_on_converged_key_norm_selectors_frozen_off_bma(ctx,
     # posterior, evaluated against the exact posterior), flat loss records on every seed: every seed misses; the DS
     # runs have no continuation built (reports.protocol.CONTINUED), so the misses stay unconfirmed: inconclusive.
     results, _, _ = planted_models
-    A = prop2._instance_A(ctx)
+    A = prop2.instance_A(ctx)
     cfg = prop2.DSModelConfig(selector="key-norm", d=prop2.D, H=prop2.H, L=prop2.TRAIN_L, copier="exact")
     frozen = shrunk_key_norm_evaluations(A, prop2.RHO, cfg, (0.5,), SMALL["fit_L"], n_eval=300, seed=1)[0.5]
     assert max(frozen["gap"]) > prop2.CLOSES_TOL
-    for seed in prop2._seeds(ctx):
+    for seed in training_seeds(ctx, "prop2-ds"):
         results[seed] = _result(A, frozen["gap"]) | {}
         results[seed]["metrics"]["key-norm"]["eval"] = frozen
     out = prop2.prop2_trained_models(ctx)
@@ -226,10 +227,10 @@ def test_closing_tolerance_rejects_the_tempered_selector_that_gap_tol_accepted()
     # The key-norm selector at λ × its exact weights, at the quick tier's real sizes; compared against the exact DS
     # posterior (λ = 1 is BMA itself). λ = 0.8 sits about 0.0125 nats from BMA: GAP_TOL (0.02) accepted it as
     # "within training error", the closing tolerance set on development seeds must reject it.
-    evaluations = prop2._power(CheckContext(tier="quick", seed=0))
-    closes_08, upper_08 = prop2._closes(evaluations[0.8])
+    evaluations = prop2.power_evaluations(CheckContext(tier="quick", seed=0))
+    closes_08, upper_08 = prop2.closes_gap(evaluations[0.8])
     assert not closes_08 and prop2.CLOSES_TOL < upper_08 <= prop2.GAP_TOL
-    assert prop2._closes(evaluations[0.95])[0] and prop2._closes(evaluations[1.0])[1] < 1e-9
+    assert prop2.closes_gap(evaluations[0.95])[0] and prop2.closes_gap(evaluations[1.0])[1] < 1e-9
     assert prop2.CLOSES_TOL < prop2.GAP_TOL
 
 
@@ -269,12 +270,12 @@ def test_trained_models_check_catches_a_key_norm_model_without_its_feature(ctx, 
 def test_ffn_rule_on_planted_evaluations():
     # Compared against the stated rule: within 0.02 nats (+3 SE) at every L' and below the best bilinear W's
     # in-sample gap (− 3 SE) at every L' <= 10 tested (here L' = 1, 3).
-    assert prop2._decide_ffn(_eval([0.003, 0.004, 1e-4]), FIT)["verdict"] == "pass"
-    at_bilinear = prop2._decide_ffn(_eval([0.044, 0.074, 1e-4]), FIT)  # the bilinear optimum: neither
+    assert prop2.decide_ffn(_eval([0.003, 0.004, 1e-4]), FIT)["verdict"] == "pass"
+    at_bilinear = prop2.decide_ffn(_eval([0.044, 0.074, 1e-4]), FIT)  # the bilinear optimum: neither
     assert not at_bilinear["closes"] and at_bilinear["not_below_at_L"] == [1, 3]
-    late = prop2._decide_ffn(_eval([0.003, 0.004, 0.03]), FIT)  # below bilinear, but 0.03 at L' = 20
+    late = prop2.decide_ffn(_eval([0.003, 0.004, 0.03]), FIT)  # below bilinear, but 0.03 at L' = 20
     assert not late["closes"] and late["below_best_bilinear"] and late["verdict"] == "fail"
-    noisy = prop2._decide_ffn(_eval([0.003, 0.004, 1e-4], se=0.006), FIT)  # 0.004 + 3 x 0.006 > 0.02
+    noisy = prop2.decide_ffn(_eval([0.003, 0.004, 1e-4], se=0.006), FIT)  # 0.004 + 3 x 0.006 > 0.02
     assert noisy["verdict"] == "fail"
 
 
@@ -282,7 +283,7 @@ def test_ffn_check_passes_and_rejects_the_best_bilinear_w(planted_models, tmp_pa
     # Planted: an FFN within 0.004 nats of BMA on every seed; the control is the best bilinear W (0.075 at L' = 3).
     _, ffns, _ = planted_models
     ctx = CheckContext(tier="full", seed=0, figures_dir=tmp_path)
-    for seed in prop2._seeds(ctx):
+    for seed in training_seeds(ctx, "prop2-ds"):
         ffns[seed] = {"model": None, "history": {"loss": list(FLAT_LOSS)}, "eval": _eval([0.003, 0.004, 1e-4])}
     out = prop2.prop2_ffn_closes_gap(ctx)
     assert settle(out) == ("pass", ""), out.summary
@@ -300,12 +301,12 @@ def test_ffn_check_on_the_best_bilinear_w_stays_open_while_its_misses_are_unconf
     _, ffns, _ = planted_models
     ctx = CheckContext(tier="full", seed=0, figures_dir=tmp_path)
     best = {"L": FIT["L"], "gap": FIT["gap_eval"], "gap_se": FIT["gap_eval_se"]}
-    for seed in prop2._seeds(ctx):
+    for seed in training_seeds(ctx, "prop2-ds"):
         ffns[seed] = {"model": None, "history": {"loss": list(FLAT_LOSS)}, "eval": _eval(best["gap"])}
     out = prop2.prop2_ffn_closes_gap(ctx)
     assert out.verdict == "inconclusive" and out.findings[0].status == "open"
     assert out.seeds["counts"]["unconfirmed_miss"] == 5 and "misses unconfirmed" in out.reason
-    for seed in prop2._seeds(ctx):
+    for seed in training_seeds(ctx, "prop2-ds"):
         ffns[seed]["history"]["loss"] = FALLING_LOSS
     out = prop2.prop2_ffn_closes_gap(ctx)
     assert out.verdict == "inconclusive" and "not converged" in out.reason and out.findings[0].status == "open"

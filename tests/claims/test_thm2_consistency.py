@@ -64,11 +64,11 @@ def test_rate_checks_read_stronger_and_the_limit_decides():
 def test_limit_rule_passes_a_vanishing_error_and_rejects_a_floor_and_a_rise():
     L = [1, 2, 4, 8, 16]
     falling = np.array([0.9, 0.6, 0.4, 0.2, 0.05])
-    assert claim._decide_limit(L, falling - 0.01, falling + 0.01) == "pass"
-    floor = claim._capped(falling, L)  # a posterior that stops reading at L = 4
-    assert claim._decide_limit(L, floor - 0.01, floor + 0.01) == "inconclusive"
+    assert claim.decide_limit(L, falling - 0.01, falling + 0.01) == "pass"
+    floor = claim.capped_error(falling, L)  # a posterior that stops reading at L = 4
+    assert claim.decide_limit(L, floor - 0.01, floor + 0.01) == "inconclusive"
     rising = falling[::-1]
-    assert claim._decide_limit(L, rising - 0.01, rising + 0.01) == "fail"
+    assert claim.decide_limit(L, rising - 0.01, rising + 0.01) == "fail"
 
 
 def test_limit_check_passes_and_rejects_its_capped_reader():
@@ -97,7 +97,7 @@ def test_smallest_false_factor_matches_the_exact_two_point_law():
     parents = np.array([-1, 0, 1, 1])
     gap = 0.9 * 0.8 * np.log(9)
     out = {"pairs": [(3, 2)], "gap": np.array([gap]), "eps": 0.1}
-    floor = claim._smallest_false_factor(kernel, parents, [1], out)
+    floor = claim.smallest_false_factor(kernel, parents, [1], out)
     assert floor["exact_rate"] == pytest.approx(0.19)
     assert floor["factor"] == pytest.approx(-np.log(0.19) / (gap**2 / (2 * np.log(10) ** 2)))
 

@@ -120,8 +120,8 @@ def test_model_check_passes_and_its_control_is_rejected_by_its_z_alone(tmp_path)
 
 
 def test_model_check_whose_wrong_form_is_the_right_one_is_not_discriminating(monkeypatch):
-    right = analysis_module._gradient_form
-    monkeypatch.setattr(analysis_module, "_gradient_form",
+    right = analysis_module.gradient_form
+    monkeypatch.setattr(analysis_module, "gradient_form",
                         lambda kernel, parents, h, init, tokens, form: right(kernel, parents, h, init, tokens,
                                                                              "pibar"))
     _not_discriminating(claim.model_check(CheckContext(tier="quick", seed=0)))

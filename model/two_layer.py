@@ -1,4 +1,6 @@
-"""What the three two-layer models share: token checks, the causal selector softmax, the two output rules.
+"""What the two-layer models share: token checks, the causal selector softmax and the two output rules; and the
+integer-field check that every model's config runs (``check_int_fields``, the attention-only and selective-induction
+models' included).
 
 Every model reads ``context`` (B, L, H) and ``query`` (B, H) integer tokens and returns, from ``forward``, the
 second-layer attention A^(2) (B, H, H) (row h a law over h' < h, row 0 zero) and log-probabilities (B, H, d)
@@ -6,21 +8,17 @@ for x^{L+1}_h. Claim ids served: ``thm1-construction``, ``exp-*`` (docs/claims.m
 """
 from __future__ import annotations
 
-import json
-import math
-from pathlib import Path
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bma_verify.numerics.atomic import write_atomic, write_text_atomic
-
+#: The two output rules of :func:`output_log_probs`.
 OUTPUT_RULES = ("logit", "mixture")
 
 
 def check_output_rule(output: str) -> str:
+    """``output`` itself, if it is one of ``OUTPUT_RULES``; ``ValueError`` otherwise."""
     if output not in OUTPUT_RULES:
         raise ValueError(f"output must be one of {OUTPUT_RULES}, got {output!r}")
     return output
@@ -79,7 +77,9 @@ class TwoLayerModel(nn.Module):
     """Base class: subclasses implement ``forward(context, query) -> (log_att (B,H,H), log_probs (B,H,d))``."""
     d: int
 
-    def _tokens(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
+    def checked_tokens(self, context, query) -> tuple[torch.Tensor, torch.Tensor]:
+        """``context`` (B, L, H) and ``query`` (B, H) as int64 tensors on the model's device, checked against each
+        other (B and H agree, L >= 1, H >= 2) and against d; the first step of every subclass's ``forward``."""
         device = next(self.parameters()).device
         context = as_tokens(context, self.d, "context", device, 3)
         query = as_tokens(query, self.d, "query", device, 2)
@@ -108,30 +108,6 @@ class TwoLayerModel(nn.Module):
         return -picked[:, 1:].mean()
 
 
-def prepare_run_dir(out, *, resume: bool, force: bool):
-    """The folder a preset trains into: refused when it already holds files, unless resuming or ``force``.
-
-    Output files are never silently overwritten (``--resume`` continues the run there, ``--force`` replaces it).
-    """
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out must be a folder, but {out} is a file")
-    if out.exists() and any(out.iterdir()) and not (resume or force):
-        raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or --force to replace it")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-def write_json_atomic(path, data) -> None:
-    """Write ``data`` as JSON through a temporary file and an atomic rename."""
-    write_text_atomic(path, json.dumps(data, indent=1, default=float))
-
-
-def torch_save_atomic(obj, path) -> None:
-    """torch.save through a temporary file and an atomic rename (an interrupted save keeps the old file)."""
-    write_atomic(path, lambda tmp: torch.save(obj, tmp))
-
-
 def check_int_fields(config, minimums: tuple[tuple[str, int], ...]) -> None:
     """Raise ValueError unless every named field of ``config`` is an integer (NumPy's included) at or above its
     minimum."""
@@ -139,45 +115,3 @@ def check_int_fields(config, minimums: tuple[tuple[str, int], ...]) -> None:
         value = getattr(config, name)
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
             raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def warmup_cosine_lr(lr: float, warmup: int, steps: int, step: int) -> float:
-    """Learning rate of ``step``: linear warm-up over ``warmup`` steps, then cosine decay to zero at ``steps``."""
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    span = max(1, steps - warmup)
-    return lr * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / span)))
-
-
-def plateaued(trace, tol: float = 0.01) -> bool:
-    """Training losses ``trace`` (one per step) count as converged: the mean of the last quarter is within ``tol``
-    nats of the quarter before (a plateau)."""
-    q = max(1, len(trace) // 4)
-    return bool(len(trace) >= 2 * q and abs(np.mean(trace[-q:]) - np.mean(trace[-2 * q:-q])) < tol)
-
-
-def train_steps(model: nn.Module, groups: list[dict], config, step_loss, *, record_every: int = 50
-                ) -> tuple[list, bool]:
-    """The online loop the small ``ext``/footnote training runs share: AdamW (no weight decay) over ``groups``
-    (each with a ``scale`` of the learning rate), :func:`warmup_cosine_lr` from ``config.lr``, ``config.warmup``,
-    ``config.steps``, gradient clipping at ``config.grad_clip``; ``step_loss(step)`` gives the loss of a step (its
-    batch a function of the step, so the run is reproducible).
-
-    Returns ``losses`` ([step, mean training loss since the last record]) and ``converged`` (:func:`plateaued`).
-    """
-    opt = torch.optim.AdamW(groups, lr=config.lr, weight_decay=0.0)
-    losses, window, trace = [], [], []
-    for step in range(config.steps):
-        for g in opt.param_groups:
-            g["lr"] = warmup_cosine_lr(config.lr, config.warmup, config.steps, step) * g["scale"]
-        loss = step_loss(step)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        opt.step()
-        window.append(float(loss.detach()))
-        trace.append(window[-1])
-        if (step + 1) % record_every == 0 or step + 1 == config.steps:
-            losses.append([step + 1, float(np.mean(window))])
-            window = []
-    return losses, plateaued(trace)

@@ -1,8 +1,14 @@
-"""Input validation shared by every public function of ``numerics``.
+"""Argument checks for the public functions of ``numerics`` (and of ``theory``, ``model`` and ``reports``, which
+validate their inputs with the same rules).
 
-Each checker returns the validated array (as float64 or int64) or raises ``ValueError`` naming the argument,
-what was expected, and what was received. Public functions validate their arguments once, at the boundary, and
-hand the validated arrays to internal helpers (a leading underscore), which trust them.
+It offers ``check_rng``, ``check_positive_int``, ``finite_float_array``, ``check_kernel`` (and
+``check_single_kernel``), ``check_distribution``, ``check_init``, ``check_joint``, ``check_parents`` and
+``check_tokens``, with ``SUM_TOL``, the tolerance on "sums to one". Each checker returns the validated value (arrays
+as float64 or int64) or raises ``ValueError`` naming the argument, what was expected, and what was received.
+
+Public functions validate their arguments once, at the boundary, and hand the validated arrays to helpers that
+trust them: a module's own helpers carry a leading underscore; a helper that other modules call is public and ends
+in ``_unchecked`` (``task.stationary_distribution_unchecked``), saying that it checks nothing.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ SUM_TOL = 1e-9
 
 
 def check_rng(rng, name: str = "rng") -> np.random.Generator:
+    """``rng`` itself, if it is a ``numpy.random.Generator`` (a seed or ``None`` is refused: every draw is explicit)."""
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             f"{name} must be a numpy.random.Generator (e.g. numpy.random.default_rng(0)), got {type(rng).__name__}"
@@ -23,6 +30,7 @@ def check_rng(rng, name: str = "rng") -> np.random.Generator:
 
 
 def check_positive_int(value, name: str, minimum: int = 1) -> int:
+    """``value`` as an ``int``, if it is an integer (NumPy's included, ``bool`` not) at or above ``minimum``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if value < minimum:
@@ -30,7 +38,8 @@ def check_positive_int(value, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
-def _finite_float_array(x, name: str) -> np.ndarray:
+def finite_float_array(x, name: str) -> np.ndarray:
+    """``x`` as a float64 array of finite numbers (any shape); ``ValueError`` naming ``name`` otherwise."""
     try:
         arr = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -42,7 +51,7 @@ def _finite_float_array(x, name: str) -> np.ndarray:
 
 def check_kernel(kernel, name: str = "kernel", *, single: bool = False) -> np.ndarray:
     """A (..., d, d) row-stochastic matrix with d >= 2: ``kernel[i, j] = π(j | i)``; ``single``: exactly (d, d)."""
-    arr = _finite_float_array(kernel, name)
+    arr = finite_float_array(kernel, name)
     if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2]:
         raise ValueError(f"{name} must be a square (d, d) matrix (optionally with leading batch axes), got shape {arr.shape}")
     if arr.shape[-1] < 2:
@@ -67,7 +76,8 @@ def check_single_kernel(kernel: np.ndarray, name: str = "kernel") -> np.ndarray:
 
 
 def check_distribution(p, name: str) -> np.ndarray:
-    arr = _finite_float_array(p, name)
+    """A (..., m) float64 array of probability vectors: non-negative, each summing to 1 within ``SUM_TOL``."""
+    arr = finite_float_array(p, name)
     if arr.ndim < 1:
         raise ValueError(f"{name} must be a 1-D probability vector, got a scalar")
     if np.any(arr < 0):
@@ -87,7 +97,7 @@ def check_init(init, d: int, name: str = "init") -> np.ndarray:
 
 def check_joint(joint, name: str = "joint") -> np.ndarray:
     """A (..., m, n) joint distribution: non-negative, each trailing matrix sums to 1."""
-    arr = _finite_float_array(joint, name)
+    arr = finite_float_array(joint, name)
     if arr.ndim < 2:
         raise ValueError(f"{name} must be a 2-D joint distribution P[x, y] (optionally batched), got shape {arr.shape}")
     if np.any(arr < 0):
