@@ -38,7 +38,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from bma_verify.numerics.validation import (SUM_TOL, check_init, check_positive_int, check_rng, check_tokens,
-                                            finite_float_array)
+                                            finite_float_array, integer_array)
 from bma_verify.numerics.bma import query_loss
 from bma_verify.numerics.task import draw_children, draw_roots, flat_cdf, random_kernel, stationary_distribution
 
@@ -104,13 +104,7 @@ def check_parent_sets(parent_sets, k: int | None = None, H: int | None = None, n
                       ) -> np.ndarray:
     """A (..., H, k) int array: row h holds the min(k, h) parents of position h in increasing order, each in
     0..h−1, then −1 padding; row 0 is all −1. Returns int64."""
-    arr = np.asarray(parent_sets)
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise ValueError(f"{name} must be an integer array of shape (..., H, k), got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
+    arr = integer_array(parent_sets, name, "an integer array of shape (..., H, k)")
     if arr.ndim < 2:
         raise ValueError(f"{name} must have shape (..., H, k) (row h: the parents of position h), got {arr.shape}")
     n_pos, width = arr.shape[-2], arr.shape[-1]

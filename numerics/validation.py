@@ -108,17 +108,21 @@ def check_joint(joint, name: str = "joint") -> np.ndarray:
     return arr
 
 
+def integer_array(value, name: str, what: str = "an integer array") -> np.ndarray:
+    """``value`` as an int64 array: integer dtypes as they are, floats only when every entry is a finite whole
+    number; anything else raises ValueError naming ``name`` and what it must be."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and np.all(np.isfinite(arr))
+                                           and np.all(arr == np.round(arr))):
+        raise ValueError(f"{name} must be {what}, got dtype {arr.dtype}")
+    return arr.astype(np.int64)
+
+
 def check_parents(parents, H: int | None = None, name: str = "parents", *, single: bool = False) -> np.ndarray:
     """A (..., H) int array: parents[..., 0] = -1 and 0 <= parents[..., h] < h (a tree rooted at position 0).
 
     ``single``: exactly one tree, shape (H,)."""
-    arr = np.asarray(parents)
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise ValueError(f"{name} must be an integer array, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
+    arr = integer_array(parents, name)
     if single and arr.ndim != 1:
         raise ValueError(f"{name} must be one tree of shape (H,), got shape {arr.shape}")
     if arr.ndim < 1:
