@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from bma_verify import numerics
 from bma_verify.model.run_files import torch_save_atomic, write_json_atomic
-from bma_verify.model.two_layer import TwoLayerModel, check_output_rule
+from bma_verify.model.two_layer import TwoLayerModel
 from bma_verify.model.absolute import AbsoluteConfig, AbsolutePETransformer
 from bma_verify.model.construction import bma_construction
 from bma_verify.model.structured import StructuredConfig, StructuredTransformer
