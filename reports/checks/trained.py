@@ -265,28 +265,32 @@ def parent_gap_side(ctx: CheckContext, metrics: dict) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # fig2's rule, its half-BMA control and its loss table (exp-fig2-attention and exp-robustness).
 
-def fig2_sides(ctx: CheckContext, metrics: dict) -> dict:
-    """Each quantity fig2 decides, against its threshold with its noise band: the query-loss gap, the parent
-    accuracy's shortfall and L_pa's gap to BMA's (a converged run that cannot represent BMA fails on it)."""
+#: The noise band of each value fig2 decides (``fig2_values``' keys).
+FIG2_BANDS = {"gap_to_bma": NOISE_BAND["gap_to_bma"], "accuracy_shortfall": NOISE_BAND["accuracy"],
+              "parent_loss_gap": NOISE_BAND["parent_loss_gap"]}
+
+
+def fig2_values(ctx: CheckContext, metrics: dict) -> dict:
+    """Each value fig2 decides with its threshold, ``{name: (value, threshold, upper)}`` (each an upper bound): the
+    query-loss gap, the parent accuracy's shortfall and L_pa's gap to BMA's."""
     t = THRESHOLDS[ctx.tier]
-    return {"gap_to_bma": threshold_side(metrics["gap_to_bma"], t["gap"], NOISE_BAND["gap_to_bma"]),
-            "accuracy_shortfall": threshold_side(metrics["bma_parent_accuracy"] - metrics["parent_accuracy"],
-                                                 t["accuracy_shortfall"], NOISE_BAND["accuracy"]),
-            "parent_loss_gap": parent_gap_side(ctx, metrics)}
+    return {"gap_to_bma": (metrics["gap_to_bma"], t["gap"], True),
+            "accuracy_shortfall": (metrics["bma_parent_accuracy"] - metrics["parent_accuracy"],
+                                   t["accuracy_shortfall"], True),
+            "parent_loss_gap": (metrics["parent_loss_gap"], t["parent_loss_gap"], True)}
+
+
+def fig2_sides(ctx: CheckContext, metrics: dict) -> dict:
+    """Each value of :func:`fig2_values` against its threshold with its noise band (a converged run that cannot
+    represent BMA fails on L_pa's gap)."""
+    return {name: threshold_side(value, threshold, FIG2_BANDS[name])
+            for name, (value, threshold, _) in fig2_values(ctx, metrics).items()}
 
 
 def fig2_judge(ctx: CheckContext):
-    """fig2's rule as a continuation judge (:func:`confirm_misses`): a run's status and its decided values with their
-    thresholds (each is an upper bound)."""
-    t = THRESHOLDS[ctx.tier]
-
+    """fig2's rule as a continuation judge (:func:`confirm_misses`): a run's status and its decided values."""
     def judge(run) -> tuple[str, dict]:
-        m = run.metrics
-        values = {"gap_to_bma": (m["gap_to_bma"], t["gap"], True),
-                  "accuracy_shortfall": (m["bma_parent_accuracy"] - m["parent_accuracy"], t["accuracy_shortfall"],
-                                         True),
-                  "parent_loss_gap": (m["parent_loss_gap"], t["parent_loss_gap"], True)}
-        return combine_sides(fig2_sides(ctx, m)), values
+        return combine_sides(fig2_sides(ctx, run.metrics)), fig2_values(ctx, run.metrics)
     return judge
 
 
