@@ -21,6 +21,7 @@ from torch import nn
 
 from bma_verify.model.two_layer import check_int_fields
 from bma_verify.model.convergence import plateau_test
+from bma_verify.model.loop import Schedule, Trainee, run
 from bma_verify.model.dag_families import mean_and_se
 from bma_verify.numerics.selective_induction import bayes_at_last, check_lags, sample_selective_induction
 from bma_verify.numerics.task import random_kernel
@@ -132,30 +133,33 @@ def evaluate(model, config: AttentionOnlyConfig, batch: dict) -> dict:
             "uniform_lag_kl_se": control["kl_se"]}
 
 
-def train_attention_only(config: AttentionOnlyConfig) -> dict:
-    """Train one model with Adam on the next-token loss at every position; a JSON-simple record: ``config``,
-    ``kernel``, ``final`` (:func:`evaluate`), ``curve`` ([step, held-out KL]), ``converged`` (the plateau test, a
-    dict with ``plateaued``), ``seconds``."""
+def train_attention_only(config: AttentionOnlyConfig, *, warm_start: AttentionOnlyTransformer | None = None,
+                         step_offset: int = 0) -> dict:
+    """Train one model with Adam at a constant learning rate on the next-token loss at every position (or continue
+    ``warm_start``'s weights on the data steps from ``step_offset``: ``model.continuation``); a JSON-simple record:
+    ``config``, ``kernel``, ``final`` (:func:`evaluate`), ``curve`` ([step, held-out KL]), ``converged`` (the
+    plateau test, a dict with ``plateaued``), ``seconds``, ``model``."""
     start = time.perf_counter()
     kernel = run_kernel(config)
     model = AttentionOnlyTransformer(config, torch.Generator().manual_seed(int(config.seed)))
+    if warm_start is not None:
+        model.load_state_dict(warm_start.state_dict())
     batch = held_out(config, kernel)
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    curve = []
-    for step in range(config.steps):
-        if step % config.eval_every == 0:
-            curve.append([step, evaluate(model, config, batch)["kl"]])
+
+    def step_tokens(step: int) -> torch.Tensor:
         x, _ = sample_selective_induction(kernel, config.lags, config.batch_size, config.T,
                                           rng=np.random.default_rng([config.seed, 1, step]))
-        x = torch.as_tensor(x)
-        loss = -model(x[:, :-1]).gather(-1, x[:, 1:, None]).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        return torch.as_tensor(x)
+
+    trainee = Trainee(model=model, optimizer=torch.optim.Adam(model.parameters(), lr=config.lr), batch=step_tokens,
+                      loss=lambda m, x: -m(x[:, :-1]).gather(-1, x[:, 1:, None]).mean(),
+                      evaluate=lambda m: evaluate(m, config, batch), curve_keys=("kl",))
+    progress = run(trainee, Schedule(steps=config.steps, learning_rate=lambda step: config.lr,
+                                     eval_every=config.eval_every, eval_at_start=True), step_offset=step_offset)
     final = evaluate(model, config, batch)
-    curve.append([config.steps, final["kl"]])
+    curve = [list(point) for point in zip(progress.curves["step"], progress.curves["kl"])]
     out = asdict(config)
     out["lags"] = list(config.lags)
     return {"config": out, "kernel": kernel.tolist(), "final": final, "curve": curve,
             "converged": plateau_test([c[0] for c in curve], [c[1] for c in curve]),
-            "seconds": time.perf_counter() - start}
+            "seconds": time.perf_counter() - start, "model": model}

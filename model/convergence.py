@@ -93,7 +93,7 @@ def run_plateau(metrics: dict, objective: str = "query_loss", *, min_drop: float
 
 def record_plateau(losses) -> dict:
     """:func:`plateau_test` on a loss record ``[[step, mean loss since the last record], ...]`` of online training
-    (``bma_verify.model.online_training.train_steps``): each batch is fresh, unseen before its step, so the record is a
+    (``bma_verify.model.loop.window_means``): each batch is fresh, unseen before its step, so the record is a
     held-out estimate of the objective."""
     steps = [step for step, _ in losses]
     values = [loss for _, loss in losses]
@@ -107,3 +107,10 @@ def trace_plateau(trace, block: int = 10) -> dict:
     n = len(trace) // block
     means = trace[:n * block].reshape(n, block).mean(axis=1) if n else np.empty(0)
     return record_plateau([[(i + 1) * block, float(m)] for i, m in enumerate(means)])
+
+
+def last_quarters_flat(trace, tol: float = 0.01) -> bool:
+    """The older flag of the DAG runs (``ext-dag-training`` records it beside its plateau test): the mean training
+    loss of the last quarter of ``trace`` (one per step) is within ``tol`` nats of the quarter before."""
+    q = max(1, len(trace) // 4)
+    return bool(len(trace) >= 2 * q and abs(np.mean(trace[-q:]) - np.mean(trace[-2 * q:-q])) < tol)

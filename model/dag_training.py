@@ -37,8 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bma_verify.model.online_training import train_steps
-from bma_verify.model.convergence import plateau_test
+from bma_verify.model.convergence import last_quarters_flat, plateau_test
+from bma_verify.model.loop import Schedule, Trainee, run, warmup_cosine, window_means
 from bma_verify.model.dag_families import mean_and_se, per_context_kl
 from bma_verify.model.pair_attention import PairAttentionConfig, PairAttentionTransformer
 from bma_verify.model.structured import StructuredTransformer
@@ -212,37 +212,42 @@ def truncated_bma_evaluation(kernels, batch, k: int, examples: int) -> dict:
     return gaps_to_bma(log_p, np.log(predictive), bma_laws(kernels, batch), batch, k)
 
 
-def train_dag(config: DagTrainConfig, *, record_every: int = 50) -> dict:
-    """Train one model from its random initialisation; returns a JSON-simple run record.
+def train_dag(config: DagTrainConfig, *, record_every: int = 50, warm_start: nn.Module | None = None,
+              step_offset: int = 0) -> dict:
+    """Train one model from its random initialisation (or from ``warm_start``'s weights: a continuation,
+    ``model.continuation``; its data steps start at ``step_offset``); returns a JSON-simple run record.
 
     Keys: ``config``, ``init`` and ``final`` (:func:`evaluate_dag_model` on the held-out contexts at
     initialisation and after training), ``losses`` ([step, mean training loss since the last record]),
-    ``curve`` ([step, held-out query-loss gap] every ``eval_every`` steps and at the end), ``plateau``
-    (:func:`model.convergence.plateau_test` on that curve), ``converged`` (the older flag: the mean training
-    loss of the last quarter of the steps within 0.01 nats of the quarter before), ``seconds``.
+    ``curve`` ([step, held-out query-loss gap] at the start, every ``eval_every`` steps and at the end), ``plateau``
+    (:func:`model.convergence.plateau_test` on that curve), ``converged`` (the older flag:
+    :func:`model.convergence.last_quarters_flat` of the training losses), ``seconds``.
     """
     start = time.perf_counter()
     kernels = run_kernels(config)
     generator = torch.Generator().manual_seed(int(config.seed))
     model = build_dag_model(config, generator)
+    if warm_start is not None:
+        model.load_state_dict(warm_start.state_dict())
     held_out = eval_task(config, kernels)
     reference = bma_laws(kernels, held_out)
     init = evaluate_dag_model(model, kernels, held_out, config.k, reference)
-    curve = []
     selector = [p for n, p in model.named_parameters() if n.startswith(("T", "W_KQ"))]
     others = [p for n, p in model.named_parameters() if not n.startswith(("T", "W_KQ"))]
-    groups = [{"params": others, "scale": 1.0}, {"params": selector, "scale": config.selector_lr_scale}]
-
-    def step_loss(step: int) -> torch.Tensor:
-        if step % config.eval_every == 0:  # the model before this step's update
-            curve.append([step, evaluate_dag_model(model, kernels, held_out, config.k, reference)["query_gap"]])
-        batch = sample_dag_task(kernels, config.batch_size, config.L, config.H,
-                                rng=np.random.default_rng([config.seed, 1, step]))
-        return model.loss(batch.context, batch.query)
-
-    losses, converged = train_steps(model, groups, config, step_loss, record_every=record_every)
+    groups = [{"params": others, "lr_scale": 1.0}, {"params": selector, "lr_scale": config.selector_lr_scale}]
+    trainee = Trainee(model=model, optimizer=torch.optim.AdamW(groups, lr=config.lr, weight_decay=0.0),
+                      batch=lambda step: sample_dag_task(kernels, config.batch_size, config.L, config.H,
+                                                         rng=np.random.default_rng([config.seed, 1, step])),
+                      loss=lambda m, b: m.loss(b.context, b.query),
+                      evaluate=lambda m: evaluate_dag_model(m, kernels, held_out, config.k, reference),
+                      curve_keys=("query_gap",))
+    schedule = Schedule(steps=config.steps, learning_rate=warmup_cosine(config.lr, config.warmup, config.steps),
+                        grad_clip=config.grad_clip, eval_every=config.eval_every, eval_at_start=True)
+    progress = run(trainee, schedule, step_offset=step_offset)
     final = evaluate_dag_model(model, kernels, held_out, config.k, reference)
-    curve.append([config.steps, final["query_gap"]])
+    curve = [list(point) for point in zip(progress.curves["step"], progress.curves["query_gap"])]
     plateau = plateau_test([c[0] for c in curve], [c[1] for c in curve]) | {"objective": "held-out query-loss gap"}
-    return {"config": asdict(config), "init": init, "final": final, "losses": losses, "curve": curve,
-            "plateau": plateau, "converged": converged, "seconds": time.perf_counter() - start, "model": model}
+    return {"config": asdict(config), "init": init, "final": final,
+            "losses": window_means(progress.losses, record_every), "curve": curve, "plateau": plateau,
+            "converged": last_quarters_flat(progress.losses), "seconds": time.perf_counter() - start,
+            "model": model}

@@ -30,17 +30,17 @@ structured copier; history of its runs: docs/notes/prop2-ds-quadratic.md.
 from __future__ import annotations
 
 import math
-import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
 
+from bma_verify.model.loop import Schedule, Trainee, run
 from bma_verify.model.run_files import prepare_run_dir, torch_save_atomic, write_json_atomic
 from bma_verify.numerics.bma import parent_accuracy, parent_loss
 from bma_verify.numerics.ds import (check_orthogonal, check_rho, ds_log_parent_posterior, ds_predictive_mean,
@@ -300,13 +300,11 @@ def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: TrainConfig, *, de
                             p.zero_()  # biases start at zero
             models.append(model)
     models = [m.to(device) for m in models]
-    opts = [torch.optim.Adam(m.parameters(), lr=train.ffn_lr if m.cfg.selector == "ffn" else train.lr)
-            for m in models]
-    scheds = [torch.optim.lr_scheduler.LambdaLR(
-        o, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, train.steps) / train.steps))) for o in opts]
     losses = [[] for _ in models]
     with torch_threads(train.threads):
-        seconds = _train_loop(models, opts, scheds, losses, A, rho, cfgs[0], train, rng, device, quiet)
+        seconds = run(ds_trainee(models, losses, A, rho, cfgs[0], train, rng),
+                      Schedule(steps=train.steps, learning_rate=partial(ds_cosine, train.steps)),
+                      quiet=quiet, desc="train ds models").seconds
     w = max(1, train.steps // 10)
     histories = []
     for record in losses:
@@ -316,21 +314,35 @@ def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: TrainConfig, *, de
     return models, histories
 
 
-def _train_loop(models, opts, scheds, losses, A, rho, cfg, train, rng, device, quiet) -> float:
-    """The shared-batch training loop of :func:`train_ds_models`; returns the seconds it took."""
-    t0 = time.perf_counter()
-    for _ in tqdm(range(train.steps), disable=quiet, desc="train ds models"):
-        x = torch.as_tensor(training_batch(A, rho, cfg, train.batch_size, rng), dtype=torch.float32,
-                            device=device)  # (B, L+1, H, d)
-        for model, opt, sched, record in zip(models, opts, scheds, losses):
+def ds_cosine(steps: int, step: int) -> float:
+    """The DS runs' learning-rate factor: cosine decay from 1 to 0 over ``steps``, no warm-up (each model's rate
+    is this times its own, ``TrainConfig.lr`` or ``ffn_lr``)."""
+    return 0.5 * (1 + math.cos(math.pi * min(step, steps) / steps))
+
+
+def ds_trainee(models, losses, A, rho, cfg: DSModelConfig, train: TrainConfig, rng: np.random.Generator) -> Trainee:
+    """Several DS models in the loop on shared batches (drawn in turn from ``rng``: the comparison is paired): one
+    Adam group per model at its own rate; the loss is the sum of the models' squared errors, whose gradient for
+    each model is its own loss's (the models share no weight). Each model's loss of every step goes to
+    ``losses``."""
+    device = next(models[0].parameters()).device
+    groups = [{"params": list(m.parameters()), "lr_scale": train.ffn_lr if m.cfg.selector == "ffn" else train.lr}
+              for m in models]
+
+    def batch(step: int) -> torch.Tensor:
+        return torch.as_tensor(training_batch(A, rho, cfg, train.batch_size, rng), dtype=torch.float32,
+                               device=device)  # (B, L+1, H, d)
+
+    def loss(_, x: torch.Tensor) -> torch.Tensor:
+        each = []
+        for model, record in zip(models, losses):
             mean, _ = model(x)  # (B, H, d)
-            loss = ((mean[:, 1:] - x[:, -1, 1:]) ** 2).sum(-1).mean()  # squared error, h >= 1
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            record.append(float(loss.detach()))
-    return time.perf_counter() - t0
+            each.append(((mean[:, 1:] - x[:, -1, 1:]) ** 2).sum(-1).mean())  # squared error, h >= 1
+            record.append(float(each[-1].detach()))
+        return torch.stack(each).sum()
+
+    return Trainee(model=nn.ModuleList(models), optimizer=torch.optim.Adam(groups, lr=train.lr), batch=batch,
+                   loss=loss)
 
 
 @torch.no_grad()

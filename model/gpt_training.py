@@ -13,20 +13,18 @@ of the same seed see.
 """
 from __future__ import annotations
 
-import copy
 import math
-import time
 
 import numpy as np
 import torch
 from scipy.special import xlogy
 from torch.nn import functional as F
-from tqdm.auto import tqdm
 
 from bma_verify import numerics
 from bma_verify.model.gpt import GPT, GPTConfig
 from bma_verify.model.train_config import GPTOptions, TrainConfig, config_record, resolve_device
-from bma_verify.model.training import TrainRun, eval_batch, learning_rate, run_kernel, step_batch, update_average
+from bma_verify.model.loop import Trainee, evaluated_model, run
+from bma_verify.model.training import TrainRun, eval_batch, run_kernel, schedule, step_batch
 
 #: The GPT readings of exp-robustness: label -> (depth, position reading). Depth 2 is the paper's; depth 3 a second
 #: reading (two attention-only layers were found too few for a related task, selective induction).
@@ -225,36 +223,17 @@ def train_gpt(config: TrainConfig, *, quiet: bool = True, warm_start: GPT | None
     model = GPT(gpt_config(config), generator=torch.Generator().manual_seed(config.seed)).to(device)
     if warm_start is not None:
         model.load_state_dict(warm_start.state_dict())
-    if step_offset < 0:
-        raise ValueError(f"step_offset must be >= 0, got {step_offset}")
     optimizer = torch.optim.AdamW(gpt_param_groups(model, config.weight_decay), lr=config.lr, betas=(0.9, 0.95))
-    average = copy.deepcopy(model) if config.ema > 0 else None
-    evaluated = model if average is None else average
     held_out = eval_batch(config, kernel, config.L)
-    curves: dict[str, list] = {"step": [], "seconds": [], "kl": [], "query_loss": [], "train_loss": []}
-    seconds, t0 = 0.0, time.perf_counter()
-    model.train()
-    for step in tqdm(range(config.steps), disable=quiet, desc="train gpt"):
-        batch = step_batch(config, kernel, step_offset + step)
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(config, step)
-        loss = gpt_loss(model, batch.context, batch.query)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        if average is not None:
-            update_average(average, model, min(config.ema, (step + 1) / (step + 10)))
-        if (step + 1) % config.eval_every == 0 or step + 1 == config.steps:
-            seconds += time.perf_counter() - t0
-            now = evaluate_gpt(evaluated, kernel, held_out)
-            for key, value in (("step", step_offset + step + 1), ("seconds", seconds), ("kl", now["kl"]),
-                               ("query_loss", now["query_loss"]), ("train_loss", float(loss.detach()))):
-                curves[key].append(value)
-            t0 = time.perf_counter()
-    seconds += time.perf_counter() - t0
+    trainee = Trainee(model=model, optimizer=optimizer, batch=lambda step: step_batch(config, kernel, step),
+                      loss=lambda m, b: gpt_loss(m, b.context, b.query),
+                      evaluate=lambda m: evaluate_gpt(m, kernel, held_out), curve_keys=("kl", "query_loss"))
+    progress = run(trainee, schedule(config), step_offset=step_offset, quiet=quiet,
+                   desc="train gpt")
+    evaluated = evaluated_model(trainee, progress)
+    seconds = progress.seconds
     metrics = (evaluate_gpt(evaluated, kernel, held_out) | kl_references(kernel, held_out)
                | {"steps": config.steps, "seconds": seconds, "seconds_per_step": seconds / max(1, config.steps),
-                  "curves": curves, "config": config_record(config), "kernel": kernel.tolist(),
+                  "curves": progress.curves, "config": config_record(config), "kernel": kernel.tolist(),
                   "attention": query_attention_summary(evaluated, held_out, kernel)})
     return TrainRun(model=evaluated, kernel=kernel, config=config, metrics=metrics)

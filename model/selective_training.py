@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from bma_verify.model.online_training import train_steps
+from bma_verify.model.loop import Schedule, Trainee, run, warmup_cosine, window_means
 from bma_verify.model.two_layer import check_int_fields
 from bma_verify.model.convergence import plateau_test
 from bma_verify.model.dag_families import mean_and_se
@@ -209,39 +209,48 @@ def truncated_bayes_evaluation(kernel, config: SelectiveTrainConfig, batch: dict
     return {"lag_gap": lag_gap, "lag_gap_se": lag_gap_se, "query_gap": query_gap, "query_gap_se": query_gap_se}
 
 
-def train_selective(config: SelectiveTrainConfig, *, record_every: int = 50) -> dict:
-    """Train one structured model from its random initialisation; returns a JSON-simple run record.
+def selective_trainee(config: SelectiveTrainConfig, kernel, model, held_out: dict) -> Trainee:
+    """The selective-induction runs in the loop: the batch of a step from (seed, step), the target loss, the held-out
+    query-loss gap as the curve, the selector W_KQ at ``selector_lr_scale`` × lr, no weight decay."""
+    groups = [{"params": [p for n, p in model.named_parameters() if n != "W_KQ"], "lr_scale": 1.0},
+              {"params": [model.W_KQ], "lr_scale": config.selector_lr_scale}]
+    return Trainee(model=model, optimizer=torch.optim.AdamW(groups, lr=config.lr, weight_decay=0.0),
+                   batch=lambda step: make_batch(kernel, config, config.batch_size,
+                                                 np.random.default_rng([config.seed, 1, step])),
+                   loss=lambda m, b: target_loss(m, b["context"], b["query"]),
+                   evaluate=lambda m: evaluate_selective_model(m, config, held_out), curve_keys=("query_gap",))
+
+
+def train_selective(config: SelectiveTrainConfig, *, record_every: int = 50, warm_start=None,
+                    step_offset: int = 0) -> dict:
+    """Train one structured model from its random initialisation (or from ``warm_start``'s weights: a continuation,
+    ``model.continuation``; its data steps start at ``step_offset``); returns a JSON-simple run record.
 
     Keys: ``config``, ``init`` and ``final`` (:func:`evaluate_selective_model` on the held-out sequences at
     initialisation and after training), ``losses`` ([step, mean training loss since the last record]),
-    ``curve`` ([step, held-out query-loss gap] every ``eval_every`` steps and at the end), ``converged``
-    (:func:`model.convergence.plateau_test` on that curve: a dict with ``plateaued``), ``seconds``,
+    ``curve`` ([step, held-out query-loss gap] at the start, every ``eval_every`` steps and at the end),
+    ``converged`` (:func:`model.convergence.plateau_test` on that curve: a dict with ``plateaued``), ``seconds``,
     ``model``, ``laws`` (the lag posterior and the trained attention at the candidates on the first
     ``FIGURE_SEQUENCES`` held-out sequences, for a figure).
     """
     start = time.perf_counter()
     kernel = run_kernel(config)
     model = build_selective_model(config, torch.Generator().manual_seed(int(config.seed)))
+    if warm_start is not None:
+        model.load_state_dict(warm_start.state_dict())
     held_out = eval_batch(config, kernel)
     init = evaluate_selective_model(model, config, held_out)
-    groups = [{"params": [p for n, p in model.named_parameters() if n != "W_KQ"], "scale": 1.0},
-              {"params": [model.W_KQ], "scale": config.selector_lr_scale}]
-
-    curve = []
-
-    def step_loss(step: int) -> torch.Tensor:
-        if step % config.eval_every == 0:  # the model before this step's update
-            curve.append([step, evaluate_selective_model(model, config, held_out)["query_gap"]])
-        batch = make_batch(kernel, config, config.batch_size, np.random.default_rng([config.seed, 1, step]))
-        return target_loss(model, batch["context"], batch["query"])
-
-    losses, _ = train_steps(model, groups, config, step_loss, record_every=record_every)
+    trainee = selective_trainee(config, kernel, model, held_out)
+    schedule = Schedule(steps=config.steps, learning_rate=warmup_cosine(config.lr, config.warmup, config.steps),
+                        grad_clip=config.grad_clip, eval_every=config.eval_every, eval_at_start=True)
+    progress = run(trainee, schedule, step_offset=step_offset)
     final = evaluate_selective_model(model, config, held_out, keep=FIGURE_SEQUENCES)
-    curve.append([config.steps, final["query_gap"]])
+    curve = [list(point) for point in zip(progress.curves["step"], progress.curves["query_gap"])]
     converged = plateau_test([c[0] for c in curve], [c[1] for c in curve])
     attention = final.pop("attention")
     out = asdict(config)
     out["lags"] = list(config.lags)
-    return {"config": out, "kernel": kernel.tolist(), "init": init, "final": final, "losses": losses,
-            "curve": curve, "converged": converged, "seconds": time.perf_counter() - start, "model": model,
+    return {"config": out, "kernel": kernel.tolist(), "init": init, "final": final,
+            "losses": window_means(progress.losses, record_every), "curve": curve, "converged": converged,
+            "seconds": time.perf_counter() - start, "model": model,
             "laws": {"posterior": held_out["lag_posterior"][:len(attention)], "attention": attention}}

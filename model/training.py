@@ -8,21 +8,19 @@ scheduler state to restore); optionally an exponential moving average of the wei
 """
 from __future__ import annotations
 
-import copy
-import math
-import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from bma_verify import numerics
 from bma_verify.model.run_files import torch_save_atomic, write_json_atomic
 from bma_verify.model.two_layer import TwoLayerModel
 from bma_verify.model.absolute import AbsoluteConfig, AbsolutePETransformer
 from bma_verify.model.construction import bma_construction
+from bma_verify.model.loop import Progress, Schedule, Trainee, evaluated_model, run, warmup_cosine
 from bma_verify.model.structured import StructuredConfig, StructuredTransformer
 from bma_verify.model.task_shaped import TaskShapedConfig, TaskShapedTransformer
 from bma_verify.model.train_config import (MODEL_KIND_ALIASES, AbsoluteOptions, StructuredOptions, TaskShapedOptions,
@@ -162,10 +160,7 @@ def _metrics(attention: np.ndarray, probs: np.ndarray, batch: numerics.TaskBatch
 
 def learning_rate(config: TrainConfig, step: int) -> float:
     """Linear warm-up over ``warmup`` steps, then cosine decay to 10% of ``lr`` at ``steps``."""
-    if step < config.warmup:
-        return config.lr * (step + 1) / config.warmup
-    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
-    return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    return warmup_cosine(config.lr, config.warmup, config.steps, floor=0.1)(step)
 
 
 def training_loss(model: TwoLayerModel, config: TrainConfig, context: torch.Tensor, query: torch.Tensor
@@ -204,11 +199,10 @@ def param_groups(model: TwoLayerModel, config: TrainConfig) -> list[dict]:
     return groups
 
 
-@torch.no_grad()
-def update_average(average: TwoLayerModel, model: TwoLayerModel, decay: float) -> None:
-    """average ← decay · average + (1 − decay) · model, parameter by parameter."""
-    for avg, p in zip(average.parameters(), model.parameters()):
-        avg.lerp_(p, 1.0 - decay)
+def schedule(config: TrainConfig) -> Schedule:
+    """The loop's schedule of a tree-task run (every kind, the GPT's included)."""
+    return Schedule(steps=config.steps, learning_rate=partial(learning_rate, config), grad_clip=config.grad_clip,
+                    ema=config.ema, eval_every=config.eval_every, checkpoint_every=config.checkpoint_every)
 
 
 @dataclass
@@ -223,6 +217,23 @@ class TrainRun:
 
 def _checkpoint_path(out: Path | None) -> Path | None:
     return None if out is None else Path(out) / "checkpoint.pt"
+
+
+def two_layer_trainee(config: TrainConfig, kernel: np.ndarray, model: TwoLayerModel,
+                      held_out: numerics.TaskBatch) -> Trainee:
+    """The structured, absolute-PE and task-shaped kinds in the loop: batches of :func:`step_batch`, the loss of
+    :func:`training_loss`, evaluation on ``held_out`` (:func:`evaluate`)."""
+    device = next(model.parameters()).device
+
+    def batch(step: int):
+        b = step_batch(config, kernel, step)
+        return torch.from_numpy(b.context).to(device), torch.from_numpy(b.query).to(device)  # (B, L, H), (B, H)
+
+    optimizer = torch.optim.AdamW(param_groups(model, config), lr=config.lr, weight_decay=config.weight_decay)
+    return Trainee(model=model, optimizer=optimizer, batch=batch,
+                   loss=lambda m, b: training_loss(m, config, *b),
+                   evaluate=lambda m: evaluate(m, kernel, held_out),
+                   curve_keys=("query_loss", "parent_loss", "parent_accuracy"))
 
 
 def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = True, resume: bool = False,
@@ -257,17 +268,11 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
         if resume:
             raise ValueError("resume and warm_start exclude each other: a continuation starts from a finished run")
         model.load_state_dict(warm_start.state_dict())
-    if step_offset < 0:
-        raise ValueError(f"step_offset must be >= 0, got {step_offset}")
-    optimizer = torch.optim.AdamW(param_groups(model, config), lr=config.lr, weight_decay=config.weight_decay)
-    average = copy.deepcopy(model) if config.ema > 0 else None
-    evaluated = model if average is None else average
     held_out = eval_batch(config, kernel, config.L)
     reference = bma_reference(kernel, held_out)
-    curves: dict[str, list] = {"step": [], "seconds": [], "query_loss": [], "parent_loss": [],
-                               "parent_accuracy": [], "train_loss": []}
-    start_step, seconds = 0, 0.0
+    trainee = two_layer_trainee(config, kernel, model, held_out)
     ckpt = _checkpoint_path(out)
+    state = None
     if resume and ckpt is not None and ckpt.exists():
         state = torch.load(ckpt, map_location=device, weights_only=False)
         differing = config_differences(state["config"], config)
@@ -275,59 +280,21 @@ def train(config: TrainConfig, *, out: str | Path | None = None, quiet: bool = T
             raise ValueError(f"checkpoint {ckpt} was written by a different configuration ({'; '.join(differing)});"
                              " pass the same options to resume, or use another --out")
         model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        if average is not None:
-            average.load_state_dict(state["average"])
-        start_step, seconds, curves = state["step"], state["seconds"], state["curves"]
 
-    def save(step: int) -> None:
+    def save(progress: Progress) -> None:
         if ckpt is not None:
             ckpt.parent.mkdir(parents=True, exist_ok=True)
-            torch_save_atomic({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                               "average": None if average is None else average.state_dict(),
-                               "seconds": seconds, "curves": curves, "config": config_record(config), "kernel": kernel},
-                              ckpt)
+            torch_save_atomic({**progress.state(), "model": model.state_dict(), "config": config_record(config),
+                               "kernel": kernel}, ckpt)
 
-    model.train()
+    start_step = 0 if state is None else state["step"]
+    progress = run(trainee, schedule(config), resume=state, stop_at=stop_at, step_offset=step_offset, save=save,
+                   quiet=quiet, desc=f"train {config.model.kind}")
+    evaluated = evaluated_model(trainee, progress)
     last = config.steps if stop_at is None else min(config.steps, int(stop_at))
-    bar = tqdm(range(start_step, last), disable=quiet, desc=f"train {config.model.kind}", initial=start_step,
-               total=config.steps)
-    t0 = time.perf_counter()
-    for step in bar:
-        batch = step_batch(config, kernel, step_offset + step)
-        context = torch.from_numpy(batch.context).to(device)  # (B, L, H)
-        query = torch.from_numpy(batch.query).to(device)  # (B, H)
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(config, step) * group["lr_scale"] * (step >= group["start"])
-        loss = training_loss(model, config, context, query)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        if average is not None:
-            update_average(average, model, min(config.ema, (step + 1) / (step + 10)))
-        done = step + 1
-        if done % config.eval_every == 0 or done == config.steps:
-            seconds += time.perf_counter() - t0
-            metrics = evaluate(evaluated, kernel, held_out)
-            curves["step"].append(step_offset + done)
-            curves["seconds"].append(seconds)
-            curves["train_loss"].append(float(loss.detach()))
-            for key in ("query_loss", "parent_loss", "parent_accuracy"):
-                curves[key].append(metrics[key])
-            bar.set_postfix(gap=f"{metrics['query_loss'] - reference['bma_loss']:.4f}",
-                            acc=f"{metrics['parent_accuracy']:.3f}")
-            t0 = time.perf_counter()
-        if done % config.checkpoint_every == 0 or done == last:
-            seconds += time.perf_counter() - t0
-            save(done)
-            t0 = time.perf_counter()
-    seconds += time.perf_counter() - t0
-    bar.close()
-
     final = evaluate(evaluated, kernel, held_out)
-    metrics = {**final, **reference, "steps": max(last, start_step), "seconds": seconds, "curves": curves,
-               "config": config_record(config), "kernel": kernel.tolist()}
+    metrics = {**final, **reference, "steps": max(last, start_step), "seconds": progress.seconds,
+               "curves": progress.curves, "config": config_record(config), "kernel": kernel.tolist()}
     metrics["gap_to_bma"] = final["query_loss"] - reference["bma_loss"]
     metrics["parent_loss_gap"] = final["parent_loss"] - reference["bma_parent_loss"]
     if "logit_floor_loss" in reference:

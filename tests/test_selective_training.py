@@ -123,12 +123,15 @@ def test_config_validation():
 
 def test_shared_schedule_and_plateau_rule():
     # reference: the closed form of a linear warm-up then a half cosine to zero
-    from bma_verify.model.online_training import plateaued, warmup_cosine_lr
-    assert warmup_cosine_lr(0.1, 10, 110, 0) == pytest.approx(0.01)
-    assert warmup_cosine_lr(0.1, 10, 110, 10) == pytest.approx(0.1)
-    assert warmup_cosine_lr(0.1, 10, 110, 60) == pytest.approx(0.05)
-    assert warmup_cosine_lr(0.1, 10, 110, 110) == pytest.approx(0.0, abs=1e-15)
-    assert plateaued([1.0] * 40 + [0.5] * 40) and not plateaued(list(np.linspace(1.0, 0.0, 80)))
+    from bma_verify.model.convergence import last_quarters_flat
+    from bma_verify.model.loop import warmup_cosine
+    rate = warmup_cosine(0.1, 10, 110)
+    assert rate(0) == pytest.approx(0.01)
+    assert rate(10) == pytest.approx(0.1)
+    assert rate(60) == pytest.approx(0.05)
+    assert rate(110) == pytest.approx(0.0, abs=1e-15)
+    assert warmup_cosine(0.1, 10, 110, floor=0.1)(110) == pytest.approx(0.01)  # the tree runs' floor
+    assert last_quarters_flat([1.0] * 40 + [0.5] * 40) and not last_quarters_flat(list(np.linspace(1.0, 0.0, 80)))
 
 
 def test_bayes_reading_fewer_windows_is_its_kl_to_the_full_lag_posterior():

@@ -17,7 +17,8 @@ from bma_verify.model.task_shaped import TaskShapedTransformer
 from bma_verify.model.train_config import (AbsoluteOptions, StructuredOptions, TaskShapedOptions, TrainConfig,
                                            config_record)
 from bma_verify.model.training import (build_model, config_differences, eval_batch, evaluate, learning_rate,
-                                       param_groups, run_kernel, train, update_average)
+                                       param_groups, run_kernel, train)
+from bma_verify.model.loop import update_average
 
 SMALL = dict(d=3, H=5, L=2, K=3)
 TASK_SHAPED_SMALL = dict(d=3, H=4, L=2, K=2)

@@ -88,9 +88,16 @@ def depth_runs(ctx: CheckContext) -> dict:
     seeds = training_seeds(ctx, "ext-selective-depth")
     key = ("ext-selective-depth", ctx.tier, tuple(seeds))
     if key not in ctx.cache:
-        ctx.cache[key] = {depth: [train_attention_only(AttentionOnlyConfig(n_layers=depth, seed=s, **SCALE))
+        ctx.cache[key] = {depth: [without_model(train_attention_only(AttentionOnlyConfig(n_layers=depth, seed=s,
+                                                                                          **SCALE)))
                                   for s in seeds] for depth in DEPTHS}
     return ctx.cache[key]
+
+
+def without_model(run: dict) -> dict:
+    """A run record without its model object (records are JSON-simple)."""
+    run.pop("model")
+    return run
 
 
 def control_kl(ctx: CheckContext) -> tuple[dict, list[dict]]:
