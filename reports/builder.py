@@ -33,7 +33,7 @@ from bma_verify.reports.catalog import package_version
 from bma_verify.reports.core import (REFUTED, TIERS, CheckContext, CheckOutcome, Finding, finding_status, jsonable,
                                      settle)
 from bma_verify.reports.executor import children_ignore_interrupts, prepare_worker, validate_executor
-from bma_verify.reports.float_path import in_force
+from bma_verify.reports.float_path import cpu_identity, in_force
 from bma_verify.reports.io import replace_dir, write_text_atomic
 from bma_verify.reports.protocol import protocol_record
 from bma_verify.reports.registry import CLAIMS, Check, Claim, get_claim
@@ -44,7 +44,7 @@ from bma_verify.reports.render import render_html, render_markdown
 def environment() -> dict:
     """Versions and hardware that produced a report."""
     env = {"python": platform.python_version(), "platform": platform.platform(), "machine": platform.machine(),
-           "cpu_count": os.cpu_count()}
+           "cpu_count": os.cpu_count(), "cpu": cpu_identity()}
     for package in ("bma-verify", "numpy", "scipy", "sympy", "torch", "matplotlib", "hypothesis"):
         try:
             env[package] = metadata.version(package)

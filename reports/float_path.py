@@ -35,3 +35,31 @@ def pin(environ=os.environ) -> dict:
 def in_force(environ=os.environ) -> dict:
     """The float-path variables as the environment sets them (None where unset)."""
     return {key: environ.get(key) for key in PINNED}
+
+
+#: The instruction sets that decide which code paths torch's libraries may take.
+_ISA = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile")
+
+
+def cpu_identity(cpuinfo: str | None = None) -> str | None:
+    """The processor a report ran on, as ``vendor family/model: model name [ISA flags]`` (from /proc/cpuinfo; None
+    where there is none). Pinning the paths above does not make MKL's numbers the same on another vendor's processor
+    (measured: docs/notes/trained-checks.md), so a trained regression compares verdicts strictly only on the
+    reference's processor (``reports.regression.compare_results``)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return None
+    fields = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if not key.strip():
+            break  # the first processor's block is enough
+        fields.setdefault(key.strip(), value.strip())
+    if "vendor_id" not in fields:
+        return None
+    flags = [f for f in _ISA if f in set(fields.get("flags", "").split())]
+    return (f"{fields['vendor_id']} {fields.get('cpu family', '?')}/{fields.get('model', '?')}: "
+            f"{fields.get('model name', '?')} [{' '.join(flags)}]")

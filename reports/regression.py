@@ -83,13 +83,18 @@ def _keyed(claim: dict):
         yield (claim["id"], *kind, seen[kind]), check
 
 
-def compare_results(reference: dict, current: dict) -> list[str]:
+def compare_results(reference: dict, current: dict, *, other_processor: list | None = None) -> list[str]:
     """Descriptions of every measured value that moved beyond its tolerance (empty when nothing moved).
 
     Checks are matched by (claim id, kind, reading, rank among the claim's checks of that kind and reading), not
     by the function that ran them, so moving code leaves the match intact; only checks present in ``current`` are
     compared, and a check of the reference missing from ``current`` is not reported (the caller chooses what to
     rerun).
+
+    ``other_processor``: pass a list when ``current`` ran on another processor than the reference
+    (:func:`reports.float_path.cpu_identity` differs). A trained run at a transition may then settle differently,
+    so a model check's verdict that moves to or from INCONCLUSIVE, and its reason, go to that list instead of the
+    result; a decided verdict that turns into the opposite one, and every value beyond its tolerance, still count.
     """
     moved = []
     ref_checks = {key: k for c in reference["claims"] for key, k in _keyed(c)}
@@ -101,12 +106,15 @@ def compare_results(reference: dict, current: dict) -> list[str]:
             ref = ref_checks[key]
             tolerances = ref.get("tolerances") or {}
             counts_move = bool((tolerances.get(REASON_KEY) or {}).get("counts"))
+            settles = other_processor is not None and check["kind"] == "model"
             if ref["verdict"] != check["verdict"]:
-                moved.append(f"{claim['id']} {check['function']}: verdict {ref['verdict']} -> {check['verdict']}")
+                undecided = "inconclusive" in (ref["verdict"], check["verdict"])
+                (other_processor if settles and undecided else moved).append(
+                    f"{claim['id']} {check['function']}: verdict {ref['verdict']} -> {check['verdict']}")
             elif (reason_shape(ref.get("reason"), counts_move=counts_move)
                   != reason_shape(check.get("reason"), counts_move=counts_move)):
-                moved.append(f"{claim['id']} {check['function']}: reason {ref.get('reason')!r} -> "
-                             f"{check.get('reason')!r}")
+                (other_processor if settles else moved).append(
+                    f"{claim['id']} {check['function']}: reason {ref.get('reason')!r} -> {check.get('reason')!r}")
             ref_rejected = (ref.get("control") or {}).get("rejected")
             new_rejected = (check.get("control") or {}).get("rejected")
             if ref_rejected != new_rejected:

@@ -155,3 +155,41 @@ def test_a_moves_tolerance_must_name_a_measured_text_value_with_its_reason(toler
     with pytest.raises(ValueError, match="moves"):
         CheckOutcome(verdict="pass", measured={"x": 1.0, "t": "fail"}, tolerances=tolerances)
     CheckOutcome(verdict="pass", measured={"x": 1.0, "t": "fail"}, tolerances={"t": {"moves": "why"}})
+
+
+def _model_check(verdict, reason, value=0.5, kind="model"):
+    out = _results({"gap": value}, tolerances={"gap": {"abs": 0.01}}, verdict=verdict)
+    out["claims"][0]["checks"][0].update(kind=kind, reason=reason)
+    return out
+
+
+@pytest.mark.parametrize("ref, new, kind, tolerated", [
+    ("inconclusive", "pass", "model", True),  # a seed at a transition settled on this processor
+    ("fail", "inconclusive", "model", True),
+    ("pass", "fail", "model", False),  # a decided verdict turning into the opposite always counts
+    ("inconclusive", "pass", "exact", False),  # only trained runs settle differently
+])
+def test_on_another_processor_only_a_trained_verdict_that_moves_to_or_from_inconclusive_is_set_aside(
+        ref, new, kind, tolerated):
+    reference, current = _model_check(ref, "2 of 3 seeds", kind=kind), _model_check(new, "3 of 3 seeds", kind=kind)
+    aside = []
+    moved = compare_results(reference, current, other_processor=aside)
+    assert (aside != [] and moved == []) if tolerated else (aside == [] and "verdict" in moved[0])
+    assert compare_results(reference, current) != []  # on the reference's processor every move counts
+
+
+def test_on_another_processor_reasons_go_aside_and_values_still_count():
+    aside = []
+    moved = compare_results(_model_check("pass", "3 of 3 seeds"), _model_check("pass", "2 of 3 seeds", value=0.52),
+                            other_processor=aside)
+    assert len(aside) == 1 and "reason" in aside[0] and len(moved) == 1 and "gap moved" in moved[0]
+
+
+def test_cpu_identity_reads_the_first_processor_block():
+    # reference: a /proc/cpuinfo excerpt written out by hand
+    from bma_verify.reports.float_path import cpu_identity
+    info = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n"
+            "model name\t: Intel(R) Xeon(R) Platinum\nflags\t\t: fpu sse avx avx2 fma avx512f amx_tile\n\n"
+            "processor\t: 1\nvendor_id\t: AuthenticAMD\n")
+    assert cpu_identity(info) == "GenuineIntel 6/143: Intel(R) Xeon(R) Platinum [avx avx2 fma avx512f amx_tile]"
+    assert cpu_identity("") is None
