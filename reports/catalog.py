@@ -5,10 +5,19 @@ The claim modules import torch, SymPy, SciPy and matplotlib (seconds); ``bma-ver
 ``check --list`` and the refusal of a bad argument need none of them and read this table instead.
 :mod:`reports.registry` imports the modules named here, in this order, and ``tests/test_catalog.py`` checks each
 module's ``CLAIM`` against its entry (id, section, kinds of check), so that the two cannot drift apart.
+
+A claim is either a module listed in :data:`LISTED` or a *claim folder* ``reports/claims/<claim_id>/`` (the id with
+``_`` for ``-``): its ``__init__.py`` holds ``CATALOG_ENTRY`` (id, section, kinds, short; standard library only),
+its ``claim.py`` the ``CLAIM``, and an optional ``plan.py`` its sizes per tier. Claim folders are discovered
+(:func:`folder_entries`), so adding one edits no table; ``bma-verify check --claims-dir DIR`` adds the claim folders
+of a folder of one's own (docs/adding-a-claim.md).
 """
 from __future__ import annotations
 
-from importlib import metadata
+import importlib.util
+import sys
+from importlib import import_module, metadata
+from pathlib import Path
 from typing import NamedTuple
 
 
@@ -16,14 +25,15 @@ class ClaimEntry(NamedTuple):
     """One claim as the command lists it; the claim itself (statement, checks) is ``CLAIM`` of ``module``."""
 
     id: str
-    module: str  # the module of reports.claims that defines the claim's CLAIM
+    module: str  # the module of reports.claims that defines the claim's CLAIM ("<folder>.claim" for a claim folder)
     section: str  # "paper" or "beyond", as Claim.section
     kinds: tuple[str, ...]  # the kinds of its checks, each once, in the order of its checks
     short: str  # what it states, in one line (the precise statement: Claim.statement, ``check --list --json``)
 
 
-#: The paper's claims, in the order of the paper, then ours and the paper's footnote 1 ("Beyond the paper").
-CLAIM_INDEX: tuple[ClaimEntry, ...] = (
+#: The claims that are modules of reports.claims: the paper's, in the order of the paper, then ours and the paper's
+#: footnote 1 ("Beyond the paper").
+LISTED: tuple[ClaimEntry, ...] = (
     ClaimEntry("bma-score-identity", "bma_score_identity", "paper", ("symbolic", "exact", "model"),
                "score = Σ_l log π(x_h | x_h'); its softmax is the parent posterior"),
     ClaimEntry("prop1-invariance", "prop1_invariance", "paper", ("symbolic", "exact", "model"),
@@ -73,6 +83,84 @@ CLAIM_INDEX: tuple[ClaimEntry, ...] = (
     ClaimEntry("ext-selective-depth", "ext_selective_depth", "beyond", ("model",),
                "their task: depth 3 reaches the Bayes predictive, depth 2 not"),
 )
+
+#: The claim folders of the package: reports/claims/<claim_id>/.
+CLAIMS_DIR = Path(__file__).resolve().parent / "claims"
+#: The package that holds every claim, a claim folder of one's own (``--claims-dir``) included.
+CLAIMS_PACKAGE = "bma_verify.reports.claims"
+#: What a claim folder's ``CATALOG_ENTRY`` holds.
+ENTRY_KEYS = ("id", "section", "kinds", "short")
+SECTIONS = ("paper", "beyond")
+
+
+def claim_folders(root: Path) -> list[Path]:
+    """The claim folders directly under ``root`` (those holding a ``claim.py``), by name."""
+    return sorted(folder for folder in Path(root).iterdir() if (folder / "claim.py").is_file())
+
+
+def _import_folder(folder: Path):
+    """The package of a claim folder as ``bma_verify.reports.claims.<folder name>``: imported from the package, or
+    loaded from ``folder`` when it lies elsewhere (so that its claim.py may ``from .plan import ...``)."""
+    name = f"{CLAIMS_PACKAGE}.{folder.name}"
+    if folder.parent == CLAIMS_DIR:
+        return import_module(name)
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if Path(loaded.__file__).parent != folder:
+            raise ValueError(f"claim folder {folder}: the name {folder.name!r} is taken by {loaded.__file__}; rename "
+                             "the folder")
+        return loaded
+    if not (folder / "__init__.py").is_file():
+        raise ValueError(f"claim folder {folder}: expected an __init__.py holding CATALOG_ENTRY beside claim.py")
+    import_module(CLAIMS_PACKAGE)
+    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def folder_entry(folder: Path) -> ClaimEntry:
+    """The catalog entry of one claim folder, from its ``CATALOG_ENTRY`` (its claim.py is not imported)."""
+    folder = Path(folder).resolve()
+    data = getattr(_import_folder(folder), "CATALOG_ENTRY", None)
+    if not isinstance(data, dict) or set(data) != set(ENTRY_KEYS):
+        raise ValueError(f"claim folder {folder}: __init__.py must define CATALOG_ENTRY = a dict with the keys "
+                         f"{', '.join(ENTRY_KEYS)}; got {data!r}")
+    if data["id"].replace("-", "_") != folder.name:
+        raise ValueError(f"claim folder {folder}: its name must be the claim id with '_' for '-' "
+                         f"({data['id'].replace('-', '_')!r})")
+    if data["section"] not in SECTIONS:
+        raise ValueError(f"claim folder {folder}: CATALOG_ENTRY['section'] must be one of {SECTIONS}, got "
+                         f"{data['section']!r}")
+    return ClaimEntry(data["id"], f"{folder.name}.claim", data["section"], tuple(data["kinds"]), data["short"])
+
+
+def folder_entries(root: Path) -> tuple[ClaimEntry, ...]:
+    """The catalog entries of the claim folders under ``root``, by folder name."""
+    if not Path(root).is_dir():
+        raise ValueError(f"claims dir must be a folder holding claim folders (<claim_id>/claim.py); got {root}")
+    return tuple(folder_entry(folder) for folder in claim_folders(root))
+
+
+def claim_index(claims_dir: str | Path | None = None) -> tuple[ClaimEntry, ...]:
+    """Every claim: the listed modules and the package's claim folders, plus the claim folders of ``claims_dir``;
+    the paper's section first, each section in that order."""
+    entries = LISTED + folder_entries(CLAIMS_DIR) + (() if claims_dir is None else folder_entries(claims_dir))
+    ids = [entry.id for entry in entries]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise ValueError(f"claim ids must be unique; {', '.join(repeated)} is defined twice")
+    return tuple(sorted(entries, key=lambda entry: SECTIONS.index(entry.section)))  # stable: order kept within
+
+
+#: Every claim of the package, in report order (:func:`claim_index`).
+CLAIM_INDEX: tuple[ClaimEntry, ...] = claim_index()
 CLAIM_IDS: tuple[str, ...] = tuple(entry.id for entry in CLAIM_INDEX)
 
 #: Check sizes: ``quick`` for a laptop and CI, ``full`` the paper's.

@@ -1,7 +1,7 @@
 """What a claim is: its statement, its checks and how each reads the claim.
 
-A claim lives in one module of :mod:`reports.claims` (``CLAIM = Claim(...)`` beside its check functions); the
-registry lists those modules. A check's ``run`` takes a :class:`reports.core.CheckContext` and returns a
+A claim lives in one module of :mod:`reports.claims`, or in a claim folder's ``claim.py`` (``CLAIM = Claim(...)``
+beside its check functions); the registry imports them in the catalog's order. A check's ``run`` takes a :class:`reports.core.CheckContext` and returns a
 :class:`reports.core.CheckOutcome`.
 """
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from bma_verify.reports.catalog import SECTIONS
 from bma_verify.reports.core import KINDS, READINGS
 
-SECTIONS = ("paper", "beyond")
 #: Whose statement a claim is: the paper's, or ours (a conjecture of ours, the ``ext-*`` claims). A claim of ours
 #: reports findings and never fails the paper (docs/claims.md, "Whose claim").
 OWNERS = ("paper", "ours")

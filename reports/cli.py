@@ -69,6 +69,9 @@ def _check_parser(sub) -> None:
                             "their full statements and checks")
     check.add_argument("--quiet", action="store_true",
                        help="no progress bar or progress lines on stderr (the results are printed all the same)")
+    check.add_argument("--claims-dir", metavar="DIR",
+                       help="also the claim folders of DIR (DIR/<claim_id>/claim.py, as in reports/claims/; "
+                            "docs/adding-a-claim.md), listed and checked beside the package's claims")
     check.add_argument("--jobs", type=int, default=1,
                        help="worker processes (joblib, one torch thread each) for the sweeps and for the runs of a "
                             "trained check's seeds, e.g. --jobs 2 for the full tier on 2 cores; every run is seeded, "
@@ -271,24 +274,43 @@ def _output_closed() -> int:
 
 # ------------------------------------------------------------------------------------------------------ check
 
-def list_lines() -> list[str]:
+def list_lines(index=None) -> list[str]:
     """``check --list``: a header, then one aligned line per claim: its id, its kinds of check and what it states
-    (from :data:`reports.catalog.CLAIM_INDEX`, without importing a claim)."""
-    rows = [("claim", "checks", "states")] + [(e.id, ", ".join(e.kinds), e.short) for e in CLAIM_INDEX]
+    (from ``index``, by default :data:`reports.catalog.CLAIM_INDEX`, without importing a claim)."""
+    index = CLAIM_INDEX if index is None else index
+    rows = [("claim", "checks", "states")] + [(e.id, ", ".join(e.kinds), e.short) for e in index]
     id_width, kinds_width = (max(len(row[column]) for row in rows) for column in (0, 1))
     return [f"{claim:{id_width}s}  {kinds:{kinds_width}s}  {short}" for claim, kinds, short in rows]
 
 
-def _list_claims(as_json: bool) -> int:
+def _list_claims(as_json: bool, index) -> int:
     if as_json:  # the full statements and checks: the claims themselves
-        from bma_verify.reports.registry import CLAIMS
         print(json.dumps([{"id": claim.id, "statement": claim.statement,
                            "checks": [{"kind": c.kind, "reading": c.reading, "function": c.function,
                                        "cites": c.cites, "description": c.description} for c in claim.checks]}
-                          for claim in CLAIMS], indent=2, ensure_ascii=False))
+                          for claim in _claims_of(index)], indent=2, ensure_ascii=False))
         return 0
-    print("\n".join(list_lines() + ["(the precise statements, with each check: bma-verify check --list --json)"]))
+    print("\n".join(list_lines(index) + ["(the precise statements, with each check: bma-verify check --list --json)"]))
     return 0
+
+
+def _claim_index(claims_dir: str | None):
+    """The claims ``check`` knows: the package's, and with ``--claims-dir`` the claim folders of that folder."""
+    if claims_dir is None:
+        return CLAIM_INDEX
+    from bma_verify.reports.catalog import claim_index
+
+    try:
+        return claim_index(claims_dir)
+    except ValueError as exc:
+        raise ValueError(f"--claims-dir {claims_dir}: {exc}") from None
+
+
+def _claims_of(index) -> tuple:
+    """The claims of ``index``: the registry's when it is the package's catalog, else each imported in turn."""
+    from bma_verify.reports import registry
+
+    return registry.CLAIMS if index is CLAIM_INDEX else registry.load_claims(index)
 
 
 #: What a replayed instance shows, by whose statement it tests and whether that statement holds on it.
@@ -337,17 +359,23 @@ def _check_instance(args) -> int:
 
 def check_command(args) -> int:
     """``bma-verify check``: the claims' checks (or ``--kernel``, ``--instance``, ``--list``); the exit status."""
+    if args.claims_dir and (args.kernel or args.instance):
+        raise ValueError("--claims-dir applies to claim checks, not to --kernel or --instance")
+    if args.claims_dir and args.jobs > 1:  # a worker process imports checks by name, and cannot find these
+        raise ValueError("--claims-dir runs its claims in this process: use --jobs 1")
+    index = _claim_index(args.claims_dir)
     if args.list:
-        return _list_claims(args.json)
+        return _list_claims(args.json, index)
     if args.device != "cpu" and (args.kernel or args.instance):
         raise ValueError("--device applies to claim checks that train, not to --kernel or --instance")
     if args.instance:
         return _check_instance(args)
     if args.kernel:
         return _check_kernels(args)
-    unknown = [c for c in args.claims if c not in CLAIM_IDS]
+    known = CLAIM_IDS if index is CLAIM_INDEX else tuple(entry.id for entry in index)
+    unknown = [c for c in args.claims if c not in known]
     if unknown:
-        raise ValueError(f"claim must be one of {', '.join(CLAIM_IDS)}; got {unknown[0]!r}")
+        raise ValueError(f"claim must be one of {', '.join(known)}; got {unknown[0]!r}")
     for option in ("out", "parents"):
         if getattr(args, option):
             raise ValueError(f"--{option} applies with --kernel only")
@@ -358,7 +386,11 @@ def check_command(args) -> int:
     from bma_verify.reports.registry import CLAIMS, get_claim
 
     _use_threads(args.threads)
-    claims = [get_claim(c) for c in args.claims] if args.claims else list(CLAIMS)
+    if index is CLAIM_INDEX:
+        claims = [get_claim(c) for c in args.claims] if args.claims else list(CLAIMS)
+    else:
+        by_id = {claim.id: claim for claim in _claims_of(index)}
+        claims = [by_id[c] for c in args.claims] if args.claims else list(by_id.values())
     with tempfile.TemporaryDirectory() as figures:
         ctx = CheckContext(tier=args.tier, seed=args.seed, figures_dir=Path(figures), quiet=args.quiet or args.json,
                            options={}, device=args.device, jobs=args.jobs)
