@@ -160,6 +160,6 @@ def train_attention_only(config: AttentionOnlyConfig, *, warm_start: AttentionOn
     curve = [list(point) for point in zip(progress.curves["step"], progress.curves["kl"])]
     out = asdict(config)
     out["lags"] = list(config.lags)
-    return {"config": out, "kernel": kernel.tolist(), "final": final, "curve": curve,
+    return {"kind": "attention-only", "config": out, "kernel": kernel.tolist(), "final": final, "curve": curve,
             "converged": plateau_test([c[0] for c in curve], [c[1] for c in curve]),
             "seconds": time.perf_counter() - start, "model": model}

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from bma_verify.model.attention_only import AttentionOnlyConfig, train_attention_only
+from bma_verify.model.dag_training import DagTrainConfig, train_dag
+from bma_verify.model.selective_training import SelectiveTrainConfig, train_selective
 from bma_verify.model.train_config import GPTOptions
 from bma_verify.model.training import TrainRun, train
 
@@ -27,9 +30,26 @@ RULE = (f"a converged miss counts only when a continuation to {FACTOR}× the run
         f"towards its threshold by less than {MAX_MOVE:.0%} of the distance; otherwise the run was still learning")
 
 
-def continue_run(run: TrainRun, *, quiet: bool = True) -> TrainRun:
-    """The continuation of ``run`` (a :func:`bma_verify.model.training.train` or ``train_gpt`` run): ``run``'s
-    config with ``(FACTOR − 1) × steps`` steps, from its final weights, on the batches after its own."""
+#: The run records (dicts) a continuation knows, by their ``"kind"``: their config type and training function.
+RECORD_KINDS = {"selective-induction": (SelectiveTrainConfig, train_selective), "dag": (DagTrainConfig, train_dag),
+                "attention-only": (AttentionOnlyConfig, train_attention_only)}
+
+
+def continue_run(run: TrainRun | dict, *, quiet: bool = True) -> TrainRun | dict:
+    """The continuation of ``run``: ``run``'s config with ``(FACTOR − 1) × steps`` steps, from its final weights, on
+    the batches after its own. ``run`` is a :func:`bma_verify.model.training.train` or ``train_gpt`` run, or a run
+    record of a kind in :data:`RECORD_KINDS` that still holds its ``"model"``."""
+    if isinstance(run, dict):
+        if run.get("kind") not in RECORD_KINDS or "model" not in run:
+            raise ValueError(f"run must be a TrainRun or a run record of a kind in {', '.join(RECORD_KINDS)} holding "
+                             f"its model, got a record of kind {run.get('kind')!r} with keys {sorted(run)}")
+        config_type, trainer = RECORD_KINDS[run["kind"]]
+        config = config_type(**run["config"])
+        offset = int(run.get("step_offset", 0)) + config.steps
+        continued = trainer(dataclasses.replace(config, steps=(FACTOR - 1) * config.steps), warm_start=run["model"],
+                            step_offset=offset)
+        continued["step_offset"] = offset
+        return continued
     extra = (FACTOR - 1) * run.config.steps
     config = dataclasses.replace(run.config, steps=extra)
     offset = int(run.metrics.get("step_offset", 0)) + run.config.steps

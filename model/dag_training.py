@@ -247,7 +247,7 @@ def train_dag(config: DagTrainConfig, *, record_every: int = 50, warm_start: nn.
     final = evaluate_dag_model(model, kernels, held_out, config.k, reference)
     curve = [list(point) for point in zip(progress.curves["step"], progress.curves["query_gap"])]
     plateau = plateau_test([c[0] for c in curve], [c[1] for c in curve]) | {"objective": "held-out query-loss gap"}
-    return {"config": asdict(config), "init": init, "final": final,
+    return {"kind": "dag", "config": asdict(config), "init": init, "final": final,
             "losses": window_means(progress.losses, record_every), "curve": curve, "plateau": plateau,
             "converged": last_quarters_flat(progress.losses), "seconds": time.perf_counter() - start,
             "model": model}

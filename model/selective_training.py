@@ -250,7 +250,7 @@ def train_selective(config: SelectiveTrainConfig, *, record_every: int = 50, war
     attention = final.pop("attention")
     out = asdict(config)
     out["lags"] = list(config.lags)
-    return {"config": out, "kernel": kernel.tolist(), "init": init, "final": final,
+    return {"kind": "selective-induction", "config": out, "kernel": kernel.tolist(), "init": init, "final": final,
             "losses": window_means(progress.losses, record_every), "curve": curve, "converged": converged,
             "seconds": time.perf_counter() - start, "model": model,
             "laws": {"posterior": held_out["lag_posterior"][:len(attention)], "attention": attention}}

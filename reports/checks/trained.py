@@ -159,12 +159,20 @@ def why_unconfirmed(ctx: CheckContext, name: str) -> str:
     return f"the {ctx.tier} tier runs no continuation to 2× the steps for these runs (its budget)"
 
 
+class SeedRuns(dict):
+    """One seed's several runs, ``{label: run}``, judged together (fig5's training L values): a continuation
+    continues each."""
+
+
 def continued(ctx: CheckContext, name: str, run, key: str):
-    """The continuation of ``run`` (``model.continuation.continue_run``), computed once per report (``key``: the
-    run's seed and label) and then taken from ``ctx.cache``."""
+    """The continuation of ``run`` (``model.continuation.continue_run``; a seed's several runs ``{label: run}`` each
+    continue), computed once per report (``key``: the run's seed and label) and then taken from ``ctx.cache``."""
     cache_key = f"continuation:{name}:{ctx.tier}:{ctx.device}:{key}"
     if cache_key not in ctx.cache:
-        ctx.cache[cache_key] = continue_run(run, quiet=ctx.quiet)
+        if isinstance(run, SeedRuns):
+            ctx.cache[cache_key] = SeedRuns({label: continue_run(r, quiet=ctx.quiet) for label, r in run.items()})
+        else:
+            ctx.cache[cache_key] = continue_run(run, quiet=ctx.quiet)
     return ctx.cache[cache_key]
 
 
@@ -187,12 +195,23 @@ def confirm_misses(ctx: CheckContext, name: str, runs: list, statuses: list[str]
         after_status, after = judge(more)
         missed = {k: v for k, v in before.items() if (v[0] > v[1] if v[2] else v[0] < v[1])}
         moves = {k: continuation_test(v[0], after[k][0], v[1], upper=v[2]) for k, v in missed.items()}
-        curves = more.metrics.get("curves") or {}
+        steps, values = held_out_curve(more, objective)
         records.append({"confirmed": after_status == "fail" and all(t["confirmed"] for t in moves.values()),
-                        "status_after": after_status, "values": moves,
-                        "steps": int(curves["step"][-1]) if curves.get("step") else None,
-                        "curve": {"step": list(curves.get("step", [])), objective: list(curves.get(objective, []))}})
+                        "status_after": after_status, "values": moves, "steps": int(steps[-1]) if steps else None,
+                        "curve": {"step": steps, objective: values}})
     return records
+
+
+def held_out_curve(run, objective: str) -> tuple[list, list]:
+    """(steps, values) of a run's held-out curve of ``objective``: a ``TrainRun``'s ``metrics["curves"]``, a run
+    record's ``"curve"`` ([step, value] pairs of its one objective), or for a seed's several runs the first's."""
+    if isinstance(run, SeedRuns):
+        return held_out_curve(next(iter(run.values())), objective) if run else ([], [])
+    if isinstance(run, dict):
+        pairs = run.get("curve") or []
+        return [int(p[0]) for p in pairs], [float(p[1]) for p in pairs]
+    curves = run.metrics.get("curves") or {}
+    return list(curves.get("step", [])), list(curves.get(objective, []))
 
 
 def draw_figure(ctx: CheckContext, filename: str, draw) -> list[str]:

@@ -24,9 +24,10 @@ from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.convergence import runs_plateau
 from bma_verify.model.generalization import end_to_end_grid, held_out_batches, reader_grids, selector_only_grid
 from bma_verify.model.presets import FIG5_R2_PREFIX, fig5_readings
-from bma_verify.reports.checks.trained import (NOISE_BAND, combine_sides, count_rule_text, count_verdict, draw_figure,
-                                               run_convergence, seed_counts, seeded_runs, seeds_record, seeds_text,
-                                               training_seeds)
+from bma_verify.reports.checks.trained import (NOISE_BAND, combine_sides, confirm_misses, count_rule_text,
+                                               count_verdict, draw_figure, run_convergence, seed_counts, seed_keys,
+                                               SeedRuns, seeded_runs, seeds_record, seeds_text, training_seeds,
+                                               why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
 from bma_verify.reports.plans import preset_configs
@@ -172,19 +173,20 @@ def exp_fig5_generalization(ctx: CheckContext) -> CheckOutcome:
     testable reading (its ideal passes the rule) is decided by the count rule over the seeds; reproduced when one
     reproduces it, not reproduced when every one fails; a reading whose ideal fails is shown and never decides.
     Figures and tables show the first seed's runs; every seed's values are in ``seeds``."""
-    grids = [compute_grids(runs) for runs in seeded_runs(ctx, "fig5")]
+    seeds_runs = [SeedRuns(runs) for runs in seeded_runs(ctx, "fig5")]
+    grids = [compute_grids(runs) for runs in seeds_runs]
     power, path_grids = control_power(grids[0])
     positive = positive_controls(grids[0], path_grids)
     testable = tuple(name for name, p in positive.items() if p["passed"])
     decisions = [seed_decision(g) for g in grids]
-    counts = _count_readings(decisions)
+    counts = _count_readings(ctx, decisions, seeds_runs, testable)
     verdict, reason, converged = _verdict(grids[0], counts, decisions, positive)
     record = seeds_record(training_seeds(ctx, "fig5"), [decide_readings(d["readings"], testable) for d in decisions],
                           [d["all"] for d in decisions], [_seed_metrics(g, d) for g, d in zip(grids, decisions)])
     record["readings"] = {name: {"decides": name in testable, "verdict": c["verdict"],
                                  "reason": c["reason"], "statuses": [d["readings"][name] for d in decisions],
                                  "counts": seed_counts([d["readings"][name] for d in decisions],
-                                                       [d["tests"][name] for d in decisions])}
+                                                       [d["tests"][name] for d in decisions], c["continuations"])}
                           for name, c in counts.items()}
     control, control_grid = _control(grids[0], power, path_grids)
     decided = {**decisions[0], "verdict": verdict, "reason": reason, "converged": converged, "control": control,
@@ -229,15 +231,31 @@ def seed_decision(g: dict) -> dict:
             "all": runs_plateau(tests)}
 
 
-def _count_readings(decisions: list[dict]) -> dict:
+def _count_readings(ctx: CheckContext, decisions: list[dict], seeds_runs: list[dict], testable) -> dict:
     """{reading: {verdict, reason, converged}}: the count rule over the seeds, each seed's reading with the plateau
-    tests of the runs it reads."""
+    tests of the runs it reads; a testable reading's converged miss counts when the continuation of the seed's runs
+    confirms it (``reports.checks.trained.confirm_misses``)."""
     out = {}
     for name in decisions[0]["readings"]:
-        verdict, reason, converged = count_verdict([d["readings"][name] for d in decisions],
-                                                   [d["tests"][name] for d in decisions])
-        out[name] = {"verdict": verdict, "reason": reason, "converged": converged}
+        statuses, tests = [d["readings"][name] for d in decisions], [d["tests"][name] for d in decisions]
+        more = (confirm_misses(ctx, "fig5", seeds_runs, statuses, tests, judge(name), seed_keys(ctx, "fig5", "runs"),
+                               objective="parent_loss") if name in testable else None)
+        verdict, reason, converged = count_verdict(statuses, tests, more, why_unconfirmed=why_unconfirmed(ctx, "fig5"))
+        out[name] = {"verdict": verdict, "reason": reason, "converged": converged, "continuations": more}
     return out
+
+
+def judge(name: str):
+    """Reading ``name``'s rule on a seed's runs as a continuation judge (``confirm_misses``): its status and its two
+    sides' values with their thresholds (lower bounds): the most L' near BMA of any training L against half the
+    tested L', and the low end of Spearman's ρ over the noise band against 0."""
+    def on(runs_all: dict) -> tuple[str, dict]:
+        decision = seed_decision(compute_grids(runs_all))
+        rule = decision["rules"][name]
+        return decision["readings"][name], {
+            "near_bma_for_many_L": (max(rule["near_count"].values()), rule["many"], False),
+            ORDER_SIDE: (rule["spearman"]["low"], 0.0, False)}
+    return on
 
 
 def _verdict(g: dict, counts: dict, decisions: list[dict], positive: dict) -> tuple[str, str, dict]:

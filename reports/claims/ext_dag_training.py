@@ -16,12 +16,15 @@ from dataclasses import asdict
 
 from bma_verify.model.dag_training import (DagTrainConfig, eval_task, run_kernels, train_dag,
                                            truncated_bma_evaluation)
-from bma_verify.reports.checks.trained import (count_verdict, ideal_control, power_text, seeds_record, seeds_text,
-                                               training_seeds, untrained_record)
+from bma_verify.reports.checks.trained import (confirm_misses, count_verdict, ideal_control, power_text, seed_keys,
+                                               seeds_record, seeds_text, training_seeds, untrained_record,
+                                               why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table
 from bma_verify.reports.protocol import run_plan
 
+#: The run set these runs belong to (``reports.protocol.RUN_SETS``).
+RUN_SET = "ext-dag-training"
 #: Run sizes per tier (the quick tier's are the runs its control is computed on, and what the probes train).
 SIZES = {
     "quick": {"d": 3, "H": 6, "pair_steps": 3000, "heads_steps": 3000, "eval_contexts": 1000, "batch_size": 128,
@@ -68,20 +71,14 @@ def run_config(tier: str, name: str, seed: int) -> DagTrainConfig:
                           seed=seed, **TRAIN_SETTINGS[name])
 
 
-def _trained(config: DagTrainConfig) -> dict:
-    run = train_dag(config)
-    run.pop("model")
-    return run
-
-
 def training_runs(ctx: CheckContext) -> dict:
-    """{"seeds", "pair": [run per training seed], "heads": run on the first seed}, cached per context; model
-    objects dropped."""
-    seeds = training_seeds(ctx, "ext-dag-training")
+    """{"seeds", "pair": [run per training seed], "heads": run on the first seed}, cached per context (each record
+    keeps its model for a continuation)."""
+    seeds = training_seeds(ctx, RUN_SET)
     key = ("ext-dag-training", ctx.tier, tuple(seeds))
     if key not in ctx.cache:
-        ctx.cache[key] = {"seeds": seeds, "pair": [_trained(run_config(ctx.tier, "pair", s)) for s in seeds],
-                          "heads": _trained(run_config(ctx.tier, "heads", seeds[0]))}
+        ctx.cache[key] = {"seeds": seeds, "pair": [train_dag(run_config(ctx.tier, "pair", s)) for s in seeds],
+                          "heads": train_dag(run_config(ctx.tier, "heads", seeds[0]))}
     return ctx.cache[key]
 
 
@@ -95,6 +92,14 @@ def _decide_training(evaluation: dict) -> dict:
     query_upper = evaluation["query_gap"] + 3 * evaluation["query_gap_se"]
     ok = lpa_upper <= LPA_TOL and query_upper <= QUERY_TOL
     return {"verdict": "pass" if ok else "fail", "lpa_upper": float(lpa_upper), "query_upper": float(query_upper)}
+
+
+def judge(run: dict) -> tuple[str, dict]:
+    """The rule as a continuation judge (``reports.checks.trained.confirm_misses``): the status and the two upper
+    bounds with their tolerances."""
+    decided = _decide_training(run["final"])
+    return decided["verdict"], {"lpa_upper": (decided["lpa_upper"], LPA_TOL, True),
+                                "query_upper": (decided["query_upper"], QUERY_TOL, True)}
 
 
 def reading_power(run: dict) -> list[dict]:
@@ -211,8 +216,11 @@ def ext_dag_training(ctx: CheckContext) -> CheckOutcome:
     pairs = runs["pair"]
     decided = [_decide_training(r["final"]) for r in pairs]
     statuses, tests = [d["verdict"] for d in decided], [r["plateau"] for r in pairs]
-    verdict, reason, converged = count_verdict(statuses, tests)
-    record = seeds_record(runs["seeds"], statuses, tests, [_seed_metrics(r, d) for r, d in zip(pairs, decided)])
+    more = confirm_misses(ctx, RUN_SET, pairs, statuses, tests, judge, seed_keys(ctx, RUN_SET, "pair"),
+                          objective="query_gap")
+    verdict, reason, converged = count_verdict(statuses, tests, more, why_unconfirmed=why_unconfirmed(ctx, RUN_SET))
+    record = seeds_record(runs["seeds"], statuses, tests, [_seed_metrics(r, d) for r, d in zip(pairs, decided)],
+                          more)
     control = near_miss_control(pairs[0])
     measured = {name: {"init": r["init"], "final": r["final"], "plateaued": r["plateau"]["plateaued"],
                        "steps": r["config"]["steps"], "seed": r["config"]["seed"]}

@@ -18,8 +18,8 @@ from bma_verify.numerics.task import random_kernel
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.selective_training import (SelectiveTrainConfig, eval_batch, run_kernel, train_selective,
                                                  truncated_bayes_evaluation)
-from bma_verify.reports.checks.trained import (count_verdict, ideal_control, power_text, seeds_record, seeds_text,
-                                               training_seeds)
+from bma_verify.reports.checks.trained import (confirm_misses, count_verdict, ideal_control, power_text, seed_keys,
+                                               seeds_record, seeds_text, training_seeds, why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, PositiveControl, Table, new_figure,
                                      save_figure)
@@ -168,6 +168,8 @@ def footnote1_selective_induction(ctx: CheckContext) -> CheckOutcome:
 #: sequences (0.0411), by the rule declared with the grid (docs/notes/footnote1-selective-induction.md).
 LAG_TOL = 0.025
 QUERY_TOL = 0.02
+#: The run set these runs belong to (``reports.protocol.RUN_SETS``).
+RUN_SET = "footnote1-selective-induction"
 #: Run sizes per tier (the quick tier's are what its control is computed on and what the probe trains).
 TRAIN_SIZES = {"quick": {"steps": 3000, "eval_contexts": 2000}, "full": {"steps": 3000, "eval_contexts": 4000}}
 
@@ -191,17 +193,21 @@ def decide_run(final: dict) -> dict:
 
 
 def selective_runs(ctx: CheckContext) -> list[dict]:
-    """The tier's trained runs on their task, one per report training seed (cached per context); models dropped."""
-    seeds = training_seeds(ctx, "footnote1-selective-induction")
+    """The tier's trained runs on their task, one per report training seed (cached per context; each record keeps
+    its model for a continuation)."""
+    seeds = training_seeds(ctx, RUN_SET)
     key = ("footnote1-selective-training", ctx.tier, tuple(seeds))
     if key not in ctx.cache:
-        runs = []
-        for seed in seeds:
-            run = train_selective(SelectiveTrainConfig(seed=seed, **TRAIN_SIZES[ctx.tier]))
-            run.pop("model")
-            runs.append(run)
-        ctx.cache[key] = runs
+        ctx.cache[key] = [train_selective(SelectiveTrainConfig(seed=seed, **TRAIN_SIZES[ctx.tier])) for seed in seeds]
     return ctx.cache[key]
+
+
+def judge(run: dict) -> tuple[str, dict]:
+    """The per-run rule as a continuation judge (``reports.checks.trained.confirm_misses``): the status and the two
+    upper bounds with their tolerances."""
+    decided = decide_run(run["final"])
+    return decided["verdict"], {"lag_upper": (decided["lag_upper"], LAG_TOL, True),
+                                "query_upper": (decided["query_upper"], QUERY_TOL, True)}
 
 
 def reading_power(run: dict) -> list[dict]:
@@ -312,12 +318,14 @@ def footnote1_selective_training(ctx: CheckContext) -> CheckOutcome:
     runs = selective_runs(ctx)
     decided = [decide_run(r["final"]) for r in runs]
     statuses, tests = [d["verdict"] for d in decided], [r["converged"] for r in runs]
-    verdict, reason, converged = count_verdict(statuses, tests)
+    more = confirm_misses(ctx, RUN_SET, runs, statuses, tests, judge, seed_keys(ctx, RUN_SET, "selective"),
+                          objective="query_gap")
+    verdict, reason, converged = count_verdict(statuses, tests, more, why_unconfirmed=why_unconfirmed(ctx, RUN_SET))
     if reason and lags_never_found(runs):
         reason += "; " + "; ".join(never_found_text(runs))
     record = seeds_record([r["config"]["seed"] for r in runs], statuses, tests,
                           [{k: r["final"][k] for k in ("lag_gap", "query_gap", "token_gap")}
-                           | {k: d[k] for k in ("lag_upper", "query_upper")} for r, d in zip(runs, decided)])
+                           | {k: d[k] for k in ("lag_upper", "query_upper")} for r, d in zip(runs, decided)], more)
     control = near_miss_control(runs[0])
     # the first seed's run, as every trained check records it; each seed's values are under ``seeds``
     first, d0 = runs[0], decided[0]

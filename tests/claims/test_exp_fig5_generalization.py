@@ -11,6 +11,7 @@ rows, hand-made grids and per-seed outcomes counted by hand.
 """
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -109,33 +110,34 @@ def test_reader_grids_share_one_table_and_refuse_zero_examples(fig5_runs):
         reader_grids(g["first"].kernel, batches, [{1: 0}])
 
 
-def test_fig5_a_converged_model_that_cannot_represent_bma_misses_but_unconfirmed(wrong_selector_runs, monkeypatch):
+def test_fig5_a_converged_model_that_cannot_represent_bma_is_not_reproduced(wrong_selector_runs, monkeypatch):
     # the construction with its selector frozen at another kernel's log π, flat held-out curves on every seed:
-    # far from BMA at every L' under R3 (the testable reading), so every seed misses; fig5 has no continuation
-    # built (reports.protocol.CONTINUED), so the misses stay unconfirmed and cannot make it NOT REPRODUCED
+    # far from BMA at every L' under R3 (the testable reading), so every seed misses; the continuation of each seed's
+    # runs (the stand-ins train zero steps, so it cannot move them) confirms each miss: NOT REPRODUCED
     _runs_by_seed(monkeypatch, "quick", [wrong_selector_runs] * 3)
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))
     assert outcome.converged["plateaued"] and outcome.seeds["readings"]["R3"]["statuses"] == ["fail"] * 3
-    assert outcome.seeds["counts"]["unconfirmed_miss"] == 3 and outcome.seeds["counts"]["miss"] == 0
-    assert outcome.measured["count_readings"]["R3"] == "inconclusive" and settle(outcome)[0] == "inconclusive"
-    assert "misses unconfirmed" in outcome.reason and "no continuation" in outcome.reason
+    assert outcome.seeds["readings"]["R3"]["counts"]["miss"] == 3
+    continuations = outcome.converged["by_reading"]["R3"]["continuations"]
+    assert len(continuations) == 3 and all(c["confirmed"] and c["status_after"] == "fail" for c in continuations)
+    assert outcome.measured["count_readings"]["R3"] == "fail" and settle(outcome)[0] == "fail"
 
 
 def test_fig5_count_rule_needs_three_of_three_converged_seeds(fig5_runs, wrong_selector_runs, untrained_runs,
                                                               monkeypatch):
-    # reference: the per-seed R3 outcomes planted below, counted by hand. Two seeds that miss (unconfirmed: fig5 has
-    # no continuation) and one still improving cannot decide (2 of 3 < 3)
+    # reference: the per-seed R3 outcomes planted below, counted by hand. Two seeds that miss (each confirmed by its
+    # continuation) and one still improving cannot decide (2 of 3 < 3)
     _runs_by_seed(monkeypatch, "quick", [wrong_selector_runs, wrong_selector_runs, untrained_runs])
     ctx = CheckContext(tier="quick", seed=0)
     outcome = fig5.exp_fig5_generalization(ctx)
     counts = outcome.seeds["readings"]["R3"]["counts"]
-    assert counts == {"meet": 0, "miss": 0, "unconfirmed_miss": 2, "still_learning": 0, "undecided": 0,
+    assert counts == {"meet": 0, "miss": 2, "unconfirmed_miss": 0, "still_learning": 0, "undecided": 0,
                       "not_converged": 1}
-    assert outcome.verdict == "inconclusive" and "0 of 3 seeds meet the rule, 0 miss" in outcome.reason
-    assert "2 converged seed(s) miss it unconfirmed" in outcome.reason
+    assert outcome.verdict == "inconclusive" and "0 of 3 seeds meet the rule, 2 miss it" in outcome.reason
     seed3 = trained.training_seeds(ctx, "fig5")[2]
     assert outcome.seeds["training_seeds"][2] == seed3 and "still improving: seed" in outcome.reason
-    planted = iter(["pass", "pass", "fail"])
+    planted = itertools.chain(["pass", "pass"], itertools.repeat("fail"))  # the third seed, and its continuation
+    monkeypatch.setattr(trained, "continue_run", lambda run, quiet=True: run)  # which more training does not move
     real = fig5.seed_decision
 
     def decision(g):
@@ -145,10 +147,10 @@ def test_fig5_count_rule_needs_three_of_three_converged_seeds(fig5_runs, wrong_s
     _runs_by_seed(monkeypatch, "quick", [fig5_runs] * 3)
     monkeypatch.setattr(fig5, "seed_decision", decision)
     outcome = fig5.exp_fig5_generalization(CheckContext(tier="quick", seed=0))  # a fresh report cache
-    assert outcome.seeds["readings"]["R3"]["counts"] == {"meet": 2, "miss": 0, "unconfirmed_miss": 1,
+    assert outcome.seeds["readings"]["R3"]["counts"] == {"meet": 2, "miss": 1, "unconfirmed_miss": 0,
                                                         "still_learning": 0, "undecided": 0, "not_converged": 0}
     assert outcome.verdict == "inconclusive" and outcome.reason.startswith(
-        "reading R3: count rule undecided, misses unconfirmed: 2 of 3")
+        "reading R3: count rule undecided: 2 of 3 seeds meet the rule, 1 miss it (each confirmed by its continuation)")
 
 
 def test_fig5_full_tier_counts_each_reading_over_five_seeds(fig5_runs, wrong_selector_runs, monkeypatch):
@@ -159,10 +161,11 @@ def test_fig5_full_tier_counts_each_reading_over_five_seeds(fig5_runs, wrong_sel
     assert len(asked) == 5 and outcome.seeds["n"] == 5
     assert outcome.seeds["readings"]["R1"]["statuses"] == ["fail"] * 5
     assert outcome.seeds["readings"]["R3"]["statuses"] == ["noise"] * 4 + ["fail"]
-    assert outcome.measured["count_readings"] == {"R1": "inconclusive", "R3": "inconclusive"}  # misses unconfirmed
+    assert outcome.measured["count_readings"] == {"R1": "inconclusive", "R3": "inconclusive"}
     assert settle(outcome)[0] == "inconclusive" and "at least 4 of 5" in outcome.threshold["count_rule"]
-    assert outcome.reason.startswith("reading R3: count rule undecided, misses unconfirmed: 0 of 5 seeds meet the "
-                                     "rule, 0 miss")
+    # R1 never decides, so its misses are not continued; R3's one miss is, and is confirmed
+    assert outcome.reason.startswith("reading R3: count rule undecided: 0 of 5 seeds meet the rule, 1 miss it (each "
+                                     "confirmed by its continuation), 4 within noise")
 
 
 def test_fig5_rule_reads_both_halves():

@@ -16,6 +16,7 @@ import bma_verify.reports.claims.ext_dag_training as E
 from bma_verify.model.convergence import plateau_test
 from bma_verify.model.dag_training import eval_task, run_kernels, truncated_bma_evaluation
 from bma_verify.model.seeds import require_dev_seeds
+from bma_verify.reports.checks import trained
 from bma_verify.reports.core import CheckContext, settle
 
 GOOD = {"lpa_gap": 0.005, "lpa_gap_se": 0.001, "query_gap": 0.001, "query_gap_se": 0.001}
@@ -43,6 +44,9 @@ def _run(final: dict, shape: str = "flat", seed: int = 1000) -> dict:
 
 def _patch(monkeypatch, finals, shape="flat"):
     monkeypatch.setattr(E, "TRAINS", ("quick", "full"))  # the count rule over the quick tier's three seeds
+    # ... with the full tier's miss rule; a stand-in holds no model: its continuation is itself (it does not move)
+    monkeypatch.setitem(trained.CONTINUED, "quick", trained.CONTINUED["quick"] + (E.RUN_SET,))
+    monkeypatch.setattr(trained, "continue_run", lambda run, quiet=True: run)
     runs = {"seeds": [1000 + i for i in range(len(finals))], "pair": [_run(f, shape, 1000 + i)
                                                                    for i, f in enumerate(finals)],
             "heads": _run({"lpa_gap": 0.4, "lpa_gap_se": 0.01, "query_gap": 0.14, "query_gap_se": 0.01})}
@@ -68,23 +72,28 @@ def test_converged_runs_at_bma_pass_and_the_near_miss_is_rejected(monkeypatch):
 
 @pytest.mark.parametrize("examples", [2, 4])
 def test_a_converged_model_that_cannot_represent_bma_misses_on_every_seed(monkeypatch, examples):
-    # stand-in: BMA reading only the last m of the 5 examples (its law cannot be the full posterior), flat curves:
-    # every seed misses the rule; no continuation is built for these runs (reports.protocol.CONTINUED), so the misses
-    # stay unconfirmed: inconclusive, saying so, never passed
+    # stand-in: BMA reading only the last m of the 5 examples (its law cannot be the full posterior), flat curves, and
+    # a continuation that does not move it: every seed's miss is confirmed, NOT REPRODUCED
     _patch(monkeypatch, [_reading(examples, 1000 + i) for i in range(3)])
     out = E.ext_dag_training(CheckContext(tier="quick", seed=0))
     assert out.converged["plateaued"] and out.seeds["statuses"] == ["fail"] * 3
-    assert out.seeds["counts"]["unconfirmed_miss"] == 3
-    verdict, reason = settle(out)
-    assert verdict == "inconclusive" and "no continuation to 2× the steps is built for these runs" in reason
+    assert out.seeds["counts"]["miss"] == 3 and settle(out)[0] == "fail"
+
+
+def test_a_miss_whose_continuation_reaches_bma_was_still_learning(monkeypatch):
+    _patch(monkeypatch, [_reading(2, 1000 + i) for i in range(3)])
+    monkeypatch.setattr(trained, "continue_run", lambda run, quiet=True: run | {"final": {**BASE, **GOOD}})
+    out = E.ext_dag_training(CheckContext(tier="quick", seed=0))
+    assert out.seeds["counts"]["still_learning"] == 3 and settle(out)[0] == "inconclusive"
+    assert [c["confirmed"] for c in out.converged["continuations"]] == [False] * 3
 
 
 def test_count_rule_needs_every_seed_of_three(monkeypatch):
     bad = _reading(2)
     _patch(monkeypatch, [GOOD, GOOD, bad])
     verdict, reason = settle(E.ext_dag_training(CheckContext(tier="quick", seed=0)))
-    assert verdict == "inconclusive" and reason.startswith("count rule undecided, misses unconfirmed: 2 of 3 seeds "
-                                                           "meet the rule, 0 miss")
+    assert verdict == "inconclusive" and reason.startswith("count rule undecided: 2 of 3 seeds meet the rule, 1 miss "
+                                                           "it (each confirmed by its continuation)")
     _patch(monkeypatch, [bad, bad, bad], shape="falling")  # still improving: no seed counts either way
     out = E.ext_dag_training(CheckContext(tier="quick", seed=0))
     assert not out.converged["plateaued"] and settle(out)[0] == "inconclusive"

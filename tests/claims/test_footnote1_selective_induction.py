@@ -13,6 +13,7 @@ import bma_verify.reports.claims.footnote1_selective_induction as F
 from bma_verify.model.seeds import DEV_SEED_MIN, require_dev_seeds
 from bma_verify.model.selective_training import (RECIPE_SEEDS, SelectiveTrainConfig, eval_batch, run_kernel,
                                                  truncated_bayes_evaluation)
+from bma_verify.reports.checks import trained
 from bma_verify.reports.core import CheckContext, settle
 
 
@@ -70,6 +71,13 @@ def _config(seed):
     return asdict(SelectiveTrainConfig(steps=10, eval_contexts=400, seed=seed)) | {"lags": [1, 2, 3]}
 
 
+@pytest.fixture(autouse=True)
+def _continuation_does_not_move(monkeypatch):
+    """Stand-in runs hold no model: their continuation (the miss rule) is the run itself, a model more training
+    does not move, unless a test says otherwise."""
+    monkeypatch.setattr(trained, "continue_run", lambda run, quiet=True: run)
+
+
 def _run(final, seed=1000, plateaued=True):
     return {"config": _config(seed), "kernel": [[0.5, 0.5], [0.5, 0.5]], "init": _final(0.4, 0.3),
             "final": final, "converged": {"plateaued": plateaued}, "curve": [[0, 0.3], [10, 0.002]],
@@ -90,11 +98,12 @@ GOOD, BAD = _final(0.01, 0.002), _final(0.5, 0.03)
 @pytest.mark.parametrize("tier,finals,expected", [
     ("full", [GOOD] * 5, ("pass", "")),                                     # every seed reaches it
     ("full", [GOOD] * 4 + [BAD], ("pass", "")),                             # 4 of 5: the count rule
-    # 4 of 5 converged seeds miss, but no continuation is built for these runs: the misses count for neither side
-    ("full", [GOOD] + [BAD] * 4, ("inconclusive", "count rule undecided, misses unconfirmed: 1 of 5 seeds meet")),
-    ("full", [GOOD] * 3 + [BAD] * 2, ("inconclusive", "count rule undecided, misses unconfirmed: 3 of 5 seeds meet")),
+    # 4 of 5 converged seeds miss, each confirmed by its continuation (a stand-in that more training does not move)
+    ("full", [GOOD] + [BAD] * 4, ("fail", "")),
+    ("full", [GOOD] * 3 + [BAD] * 2, ("inconclusive", "count rule undecided: 3 of 5 seeds meet the rule, 2 miss it "
+                                                      "(each confirmed by its continuation)")),
     ("quick", [GOOD] * 3, ("pass", "")),                                    # the quick tier decides on 3 of 3
-    ("quick", [GOOD] * 2 + [BAD], ("inconclusive", "count rule undecided, misses unconfirmed: 2 of 3 seeds meet")),
+    ("quick", [GOOD] * 2 + [BAD], ("inconclusive", "count rule undecided: 2 of 3 seeds meet")),
 ])
 def test_count_rule_over_training_seeds(monkeypatch, tier, finals, expected):
     monkeypatch.setattr(F, "selective_runs", lambda ctx: [_run(f, 1000 + i) for i, f in enumerate(finals)])
@@ -105,14 +114,22 @@ def test_count_rule_over_training_seeds(monkeypatch, tier, finals, expected):
 
 
 def test_a_converged_model_that_cannot_represent_the_bayes_predictor_misses_on_every_seed(monkeypatch):
-    # stand-in: the Bayes predictor reading half of the 8 windows (its lag law is not the posterior), flat curves:
-    # every seed misses the rule; no continuation is built for these runs (reports.protocol.CONTINUED), so the misses
-    # stay unconfirmed and the claim is inconclusive, saying so, never passed
+    # stand-in: the Bayes predictor reading half of the 8 windows (its lag law is not the posterior), flat curves,
+    # and a continuation that does not move it: every seed's miss is confirmed and the claim reads NOT REPRODUCED
     monkeypatch.setattr(F, "selective_runs", lambda ctx: [_run(_reading(4, 1000 + i), 1000 + i) for i in range(3)])
     out = F.footnote1_selective_training(CheckContext(tier="quick", seed=0))
-    assert out.seeds["statuses"] == ["fail"] * 3 and out.seeds["counts"]["unconfirmed_miss"] == 3
-    verdict, reason = settle(out)
-    assert verdict == "inconclusive" and "no continuation to 2× the steps is built for these runs" in reason
+    assert out.seeds["statuses"] == ["fail"] * 3 and out.seeds["counts"]["miss"] == 3
+    assert [c["confirmed"] for c in out.converged["continuations"]] == [True] * 3
+    assert settle(out)[0] == "fail"
+
+
+def test_a_miss_whose_continuation_reaches_the_bayes_predictor_was_still_learning(monkeypatch):
+    # stand-in: the same misses, but the continuation of each run ends at GOOD (more training reached the rule)
+    monkeypatch.setattr(trained, "continue_run", lambda run, quiet=True: run | {"final": GOOD})
+    monkeypatch.setattr(F, "selective_runs", lambda ctx: [_run(_reading(4, 1000 + i), 1000 + i) for i in range(3)])
+    out = F.footnote1_selective_training(CheckContext(tier="quick", seed=0))
+    assert out.seeds["counts"]["still_learning"] == 3 and settle(out)[0] == "inconclusive"
+    assert "3 missed but moved at 2× their steps" in out.reason
 
 
 def test_a_seed_whose_attention_never_found_the_lags_is_named(monkeypatch):
