@@ -17,9 +17,9 @@ from bma_verify.model.training import eval_batch
 from bma_verify.reports.checks.trained import (FIG2_BANDS, LOSS_COLUMNS, NOISE_BAND, THRESHOLDS, TRAINED_TOL,
                                                combine_sides, confirm_misses, count_verdict, draw_figure, fig2_judge,
                                                fig2_sides, fig2_threshold, fig2_values, ideal_control, seed_keys,
-                                               why_unconfirmed, loss_split_rows, near_miss_control, power_text, run_assumptions,
-                                               run_convergence, seeded_runs, seeds_record, seeds_text, trained_runs,
-                                               training_seeds)
+                                               why_unconfirmed, loss_split_rows, near_miss_control, power_text,
+                                               run_assumptions, run_convergence, seeded_runs, seeds_record, seeds_text,
+                                               trained_runs, training_seeds)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, Table
 from bma_verify.reports.plans import preset_configs

@@ -18,7 +18,8 @@ from bma_verify.model.convergence import runs_plateau
 from bma_verify.reports.checks.trained import (count_verdict, ideal_control, seeds_record, seeds_text, training_seeds,
                                                untrained_record)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, Finding, Table, new_figure, save_figure
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, Finding, Table, new_figure,
+                                     save_figure)
 from bma_verify.reports.protocol import run_plan
 
 DEPTHS = (2, 3)

@@ -18,7 +18,8 @@ from bma_verify.numerics.selective_induction import (bayes_at_last, construction
                                                      sample_selective_induction, selective_head_weights)
 from bma_verify.numerics.task import random_kernel
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table, new_figure, save_figure
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table,
+                                     new_figure, save_figure)
 
 LAGS = [1, 2, 3]  # their Fig. 3
 D = 5  # |S| of their Fig. 3

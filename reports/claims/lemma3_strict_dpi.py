@@ -23,8 +23,8 @@ from bma_verify.reports.checks.numeric_common import (SIZES, Z_AGREE, binary_fli
                                                       stored_counterexamples, z_scores)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, Finding, HoldsInstead, PositiveControl,
-                                     Table, jsonable, new_figure)
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, Finding, HoldsInstead,
+                                     PositiveControl, Table, jsonable, new_figure)
 from bma_verify.reports.search import check_instance, run_search
 from bma_verify.theory.dpi import (derive_lemma3_strict_dpi, dropped_half_in_total_variation, perturb_lemma3_strict_dpi,
                                    stochastic_matrix, verify_lemma3_strict_dpi)
@@ -109,7 +109,7 @@ def _copy_kernel_control() -> Control:
     return Control("the copy kernel π = I (ε = 0, outside the hypothesis) on the chain x_0 → x_1 → x_2, μ₀ "
                    "uniform, where I(x_2; x_0) = I(x_2; x_1) = log 2", {"max_ratio": control_ratio},
                    rejected=_decide_ratio(control_ratio) != "pass",
-                   # the rule passes ratio < 1 − VIOLATION_RTOL: the copy kernel's ratio 1 sits VIOLATION_RTOL above it
+                   # the rule passes ratio < 1 − VIOLATION_RTOL: the copy kernel's ratio 1 sits just above that bar
                    margin=ControlMargin("max_ratio", control_ratio, 1.0 - VIOLATION_RTOL))
 
 

@@ -20,7 +20,8 @@ from bma_verify.reports.checks.construction import (CONSTRUCTION_TOL, CONTEXTS, 
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.checks.trained import draw_figure, seeded_kernel
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table, save_figure
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table,
+                                     save_figure)
 from bma_verify.theory.construction import (derive_thm1_construction, dropped_query_keys, perturb_thm1_construction,
                                             verify_thm1_construction)
 

@@ -26,8 +26,8 @@ from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_s
                                                run_convergence, seed_keys, seeded_runs, seeds_record, seeds_text,
                                                threshold_side, training_seeds, why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table, jsonable,
-                                     new_figure, verdict_from_interval)
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table,
+                                     jsonable, new_figure, verdict_from_interval)
 from bma_verify.theory.consistency import (derive_thm2_consistency, exact_error_probability, exponent_times_four,
                                            perturb_thm2_consistency, verify_thm2_consistency)
 

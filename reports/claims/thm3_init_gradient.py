@@ -32,8 +32,8 @@ from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.claims.thm3_init_gradient_boundary import (boundary_evidence, boundary_figure, boundary_holds,
                                                                    boundary_measured, boundary_sentence,
                                                                    boundary_tables, closest_violation)
-from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, Finding, HoldsInstead, PositiveControl, Table,
-                                     jsonable, new_figure)
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, Finding, HoldsInstead,
+                                     PositiveControl, Table, jsonable, new_figure)
 from bma_verify.reports.search import check_instance
 from bma_verify.theory.gradient import (derive_thm3_init_gradient, kernel_mean_for_marginal, perturb_thm3_init_gradient,
                                         verify_thm3_init_gradient)
