@@ -49,6 +49,11 @@ NOT_TESTABLE = "not testable under this reading"
 AT_ITS_BAR = "control at its bar"
 
 
+def _is_real(number: Any) -> bool:
+    """A Python or NumPy int or float, not a bool."""
+    return isinstance(number, (int, float, np.integer, np.floating)) and not isinstance(number, (bool, np.bool_))
+
+
 @dataclass(frozen=True)
 class ControlMargin:
     """How far a negative control sits from the bar its check's rule compares it with (issue 39).
@@ -91,8 +96,7 @@ class ControlMargin:
             raise ValueError(f"quantity must be a non-empty name, got {self.quantity!r}")
         for name in ("value", "bar"):
             number = getattr(self, name)
-            if isinstance(number, (bool, np.bool_)) or not isinstance(number, (int, float, np.integer, np.floating)) \
-                    or not math.isfinite(number):
+            if not _is_real(number) or not math.isfinite(number):
                 raise ValueError(f"{name} must be a finite number, got {number!r}")
             object.__setattr__(self, name, float(number))
         if not isinstance(self.passes_below, (bool, np.bool_)):
@@ -107,8 +111,7 @@ class ControlMargin:
         """The margin of a side judged with a noise band (``reports.checks.trained.threshold_side``): it fails only
         beyond ``threshold + band`` (``upper``: the value must stay below the threshold) or ``threshold − band``, so
         that edge is the bar."""
-        if isinstance(band, (bool, np.bool_)) or not isinstance(band, (int, float, np.integer, np.floating)) \
-                or not band >= 0:
+        if not _is_real(band) or not band >= 0:
             raise ValueError(f"band must be a non-negative number, got {band!r}")
         return cls(quantity, value, threshold + band if upper else threshold - band, passes_below=upper, units=units)
 
@@ -141,8 +144,9 @@ class Control:
         truth an input may be and still pass.
     margin : ControlMargin or None
         Where the rule compares one number of the control with a threshold: that number, the threshold and how far
-        the control sits on the false side. None where the rule is not a number against a bar (a symbolic residual,
-        an argmax, a count of verdicts); tests/test_control_margins.py lists those checks with the reason.
+        the control sits on the false side. None where the rule is not one number against one bar (a symbolic
+        residual, two intervals of one curve, verdicts combined over instances); tests/test_control_margins.py lists
+        those checks with the reason.
     """
 
     description: str
@@ -354,7 +358,7 @@ def settle(outcome: CheckOutcome) -> tuple[str, str]:
     if outcome.control.at_its_bar:
         margin = outcome.control.margin
         return "inconclusive", (f"{NOT_DISCRIMINATING}, {AT_ITS_BAR}: the control's {margin.quantity} = "
-                                f"{margin.value:.6g} against the rule's bar {margin.bar:.6g}")
+                                f"{margin.value:.10g} against the rule's bar {margin.bar:.10g}")
     return "pass", ""
 
 

@@ -147,12 +147,9 @@ def _reference_checks():
     return [(claim["id"], check) for claim in results["claims"] for check in claim["checks"] if not check["cites"]]
 
 
-def test_every_reference_control_with_a_margin_sits_strictly_beyond_its_bar_and_the_others_are_declared():
-    # against the committed reference report; it holds once the reference is regenerated with ControlMargin (before
-    # that the reference has no margin key and the test says so)
-    checks = _reference_checks()
-    if not any("margin" in (check["control"] or {}) for _, check in checks):
-        pytest.skip("reports/reference/results.json predates ControlMargin: regenerate it (make reference)")
+def margin_problems(checks) -> tuple[list[str], list[str]]:
+    """(controls at or inside their bar, non-symbolic controls with neither a margin nor a declared reason) among
+    results.json check entries ``(claim id, check)``."""
     at_bar, missing = [], []
     for claim, check in checks:
         margin = (check["control"] or {}).get("margin")
@@ -160,8 +157,33 @@ def test_every_reference_control_with_a_margin_sits_strictly_beyond_its_bar_and_
             at_bar.append(f"{claim}: {check['function']} ({margin})")
         if margin is None and check["kind"] != "symbolic" and check["function"] not in NO_BAR:
             missing.append(f"{claim}: {check['function']}")
+    return at_bar, missing
+
+
+def test_every_reference_control_with_a_margin_sits_strictly_beyond_its_bar_and_the_others_are_declared():
+    # against the committed reference report; it holds once the reference is regenerated with ControlMargin (before
+    # that the reference has no margin key and the test says so)
+    checks = _reference_checks()
+    if not any("margin" in (check["control"] or {}) for _, check in checks):
+        pytest.skip("reports/reference/results.json predates ControlMargin: regenerate it (make reference)")
+    at_bar, missing = margin_problems(checks)
     assert not at_bar, f"controls at or inside their bar: {at_bar}"
     assert not missing, f"non-symbolic controls with neither a margin nor a declared reason: {missing}"
+
+
+def test_the_reference_test_catches_a_control_at_its_bar_and_an_undeclared_one():
+    # against a planted copy of the reference entries: margins at 1 beyond their bar pass; one moved onto its bar, and
+    # one non-symbolic control stripped of its margin, are each named
+    checks = [(claim, json.loads(json.dumps(check))) for claim, check in _reference_checks()]
+    for _, check in checks:
+        check["control"]["margin"] = {"quantity": "x", "value": 1.0, "bar": 0.0, "passes_below": True}
+    assert margin_problems(checks) == ([], [])
+    non_symbolic = [check for _, check in checks if check["kind"] != "symbolic" and check["function"] not in NO_BAR]
+    non_symbolic[0]["control"]["margin"]["value"] = 0.0
+    non_symbolic[1]["control"]["margin"] = None
+    at_bar, missing = margin_problems(checks)
+    assert [non_symbolic[0]["function"]] == [a.split(": ")[1].split(" ")[0] for a in at_bar]
+    assert [non_symbolic[1]["function"]] == [m.split(": ")[1] for m in missing]
 
 
 # ---------------------------------------------------------------------------------------------------------------
