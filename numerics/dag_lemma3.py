@@ -220,10 +220,15 @@ def dag_lemma3_sweep(seed: int, n_instances: int, *, ranges: dict = DAG_RANGES, 
 
 
 
+def violation_tolerance(alpha: float, mi_true: float) -> float:
+    """How far above α a value may lie and still not violate it: rounding, VIOLATION_RTOL + 1e-14/I_T, relative to
+    max(1, |α|)."""
+    return (VIOLATION_RTOL + 1e-14 / mi_true) * max(1.0, abs(alpha))
+
+
 def violates(value: float, alpha: float, mi_true: float) -> bool:
-    """The sweep's violation rule: value > α beyond rounding (VIOLATION_RTOL + 1e-14/I_T, relative to max(1, |α|))."""
-    tolerance = VIOLATION_RTOL + 1e-14 / mi_true
-    return bool(value - alpha > tolerance * max(1.0, abs(alpha)))
+    """The sweep's violation rule: value > α beyond rounding (:func:`violation_tolerance`)."""
+    return bool(value - alpha > violation_tolerance(alpha, mi_true))
 
 
 def pair_index(out: dict, h: int, S) -> int:

@@ -45,6 +45,84 @@ NOT_DISCRIMINATING = "not discriminating"
 NO_CONTROL = "no negative control"
 NOT_CONVERGED = "not converged"
 NOT_TESTABLE = "not testable under this reading"
+#: A pass withheld because its negative control sits at (or on the true side of) the bar its rule compares it with.
+AT_ITS_BAR = "control at its bar"
+
+
+def _is_real(number: Any) -> bool:
+    """A Python or NumPy int or float, not a bool."""
+    return isinstance(number, (int, float, np.integer, np.floating)) and not isinstance(number, (bool, np.bool_))
+
+
+@dataclass(frozen=True)
+class ControlMargin:
+    """How far a negative control sits from the bar its check's rule compares it with (issue 39).
+
+    A control judged against a bar equal to itself is not a control: the rule would flip on rounding. The margin
+    states the control's decisive number and the threshold it is judged against, so a reader (and :func:`settle`)
+    can see it sits strictly on the false side.
+
+    Attributes
+    ----------
+    quantity : str
+        The control's decisive number, named as in its ``measured`` (e.g. "parent_loss_gap").
+    value : float
+        That number on the control.
+    bar : float
+        The threshold the rule compares it with (the rule's far edge where it has a noise band).
+    passes_below : bool
+        True when the rule passes ``value <= bar`` (a ceiling: errors, gaps); False when it passes ``value >= bar``
+        (a floor: rates, lower interval ends).
+    units : str
+        Optional, e.g. "nats", "standard errors".
+
+    ``distance`` (derived) is how far the control sits on the false side, in the value's units: ``value - bar`` for a
+    ceiling, ``bar - value`` for a floor; a control strictly on the false side has ``distance > 0``.
+
+    Examples
+    --------
+    >>> ControlMargin("parent_loss_gap", 0.062, 0.031).distance > 0
+    True
+    """
+
+    quantity: str
+    value: float
+    bar: float
+    passes_below: bool = True
+    units: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.quantity, str) or not self.quantity:
+            raise ValueError(f"quantity must be a non-empty name, got {self.quantity!r}")
+        for name in ("value", "bar"):
+            number = getattr(self, name)
+            if not _is_real(number) or not math.isfinite(number):
+                raise ValueError(f"{name} must be a finite number, got {number!r}")
+            object.__setattr__(self, name, float(number))
+        if not isinstance(self.passes_below, (bool, np.bool_)):
+            raise ValueError(f"passes_below must be a bool, got {self.passes_below!r}")
+        object.__setattr__(self, "passes_below", bool(self.passes_below))
+        if not isinstance(self.units, str):
+            raise ValueError(f"units must be a string, got {self.units!r}")
+
+    @classmethod
+    def beyond_band(cls, quantity: str, value: float, threshold: float, band: float, *, upper: bool = True,
+                    units: str = "") -> "ControlMargin":
+        """The margin of a side judged with a noise band (``reports.checks.trained.threshold_side``): it fails only
+        beyond ``threshold + band`` (``upper``: the value must stay below the threshold) or ``threshold − band``, so
+        that edge is the bar."""
+        if not _is_real(band) or not band >= 0:
+            raise ValueError(f"band must be a non-negative number, got {band!r}")
+        return cls(quantity, value, threshold + band if upper else threshold - band, passes_below=upper, units=units)
+
+    @property
+    def distance(self) -> float:
+        """How far the control sits on the false side of the bar (> 0 strictly for a control that discriminates)."""
+        return self.value - self.bar if self.passes_below else self.bar - self.value
+
+    def as_dict(self) -> dict:
+        return {"quantity": self.quantity, "value": self.value, "bar": self.bar, "passes_below": self.passes_below,
+                "units": self.units, "distance": self.distance}
 
 
 @dataclass
@@ -64,19 +142,32 @@ class Control:
         For a near-miss control, the rule's outcome as the control moves towards the truth: points
         ``{"x", "label", "rejected", "value"}`` (e.g. BMA reading m = 1 … L examples). It shows how far from the
         truth an input may be and still pass.
+    margin : ControlMargin or None
+        Where the rule compares one number of the control with a threshold: that number, the threshold and how far
+        the control sits on the false side. None where the rule is not one number against one bar (a symbolic
+        residual, two intervals of one curve, verdicts combined over instances); tests/test_control_margins.py lists
+        those checks with the reason.
     """
 
     description: str
     measured: Any
     rejected: bool
     power: list | None = None
+    margin: ControlMargin | None = None
 
     def __post_init__(self) -> None:
         self.rejected = bool(self.rejected)
+        if self.margin is not None and not isinstance(self.margin, ControlMargin):
+            raise ValueError(f"margin must be a ControlMargin or None, got {self.margin!r}")
+
+    @property
+    def at_its_bar(self) -> bool:
+        """True when the control has a margin and does not sit strictly on the false side of its bar."""
+        return self.margin is not None and not self.margin.distance > 0
 
     def as_dict(self) -> dict:
         return {"description": self.description, "measured": jsonable(self.measured), "rejected": self.rejected,
-                "power": jsonable(self.power)}
+                "power": jsonable(self.power), "margin": None if self.margin is None else self.margin.as_dict()}
 
 
 @dataclass
@@ -249,7 +340,9 @@ def settle(outcome: CheckOutcome) -> tuple[str, str]:
     testable under this reading)``, whatever it measured: its rule cannot tell the model from the reading.
     A ``pass`` stands only if the check's negative control was rejected and its trained run (if any) converged;
     otherwise it reads ``inconclusive`` with the reason (``not converged`` comes first: an unconverged run says
-    nothing whatever its control did). ``fail`` and ``inconclusive`` are kept as the check gave them.
+    nothing whatever its control did). A rejected control whose margin puts it at its bar (or on the true side)
+    does not count as rejected either: ``inconclusive (control at its bar)``. ``fail`` and ``inconclusive`` are kept
+    as the check gave them.
     """
     if outcome.positive_control is not None and not outcome.positive_control.passed:
         return "inconclusive", (f"{NOT_TESTABLE}: the ideal ({outcome.positive_control.description}) does not pass "
@@ -262,6 +355,10 @@ def settle(outcome: CheckOutcome) -> tuple[str, str]:
         return "inconclusive", NO_CONTROL
     if not outcome.control.rejected:
         return "inconclusive", f"{NOT_DISCRIMINATING}: the control ({outcome.control.description}) was not rejected"
+    if outcome.control.at_its_bar:
+        margin = outcome.control.margin
+        return "inconclusive", (f"{NOT_DISCRIMINATING}, {AT_ITS_BAR}: the control's {margin.quantity} = "
+                                f"{margin.value:.10g} against the rule's bar {margin.bar:.10g}")
     return "pass", ""
 
 

@@ -92,6 +92,11 @@ def control_sentence(control: dict | None) -> str:
     more = len(leaves) - KEY_VALUES
     seen += f" (and {more} more values in results.json)" if more > 0 else ""
     outcome = "rejected" if control["rejected"] else "NOT rejected (the check does not discriminate)"
+    margin = control.get("margin")
+    if margin:
+        side = "≤" if margin["passes_below"] else "≥"
+        outcome += (f", its {margin['quantity']} {margin['value']:.4g} against the bar {side} {margin['bar']:.4g}: "
+                    f"{margin['distance']:.3g}{' ' + margin['units'] if margin['units'] else ''} on the false side")
     return f"{control['description']}: " + (f"the rule saw {seen}; " if leaves else "") + f"{outcome}."
 
 

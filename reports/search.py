@@ -488,8 +488,9 @@ def check_instance(instance: dict) -> dict:
     Returns
     -------
     dict: ``target``, ``holds`` (bool: the claim holds on this instance), ``verdict`` ("pass" or "fail"),
-    ``summary`` (one line), and the recomputed numbers. Lemma 3: ``ratio``, ``alpha``, ``alpha_value``, every
-    candidate in ``alphas``, ``relation``. Theorem 3: ``tie``, ``margin_exact``, ``margin_approximate``, ``exact``,
+    ``summary`` (one line), and the recomputed numbers. Lemma 3: ``ratio``, ``alpha``, ``alpha_value``, ``bar``
+    (α plus the ratio's rounding tolerance: the instance holds when ratio ≤ bar), every candidate in ``alphas``,
+    ``relation``. Theorem 3: ``tie``, ``margin_exact``, ``margin_approximate``, ``exact``,
     ``approximate``.
     """
     from bma_verify.reports.replay import EXTENSION_TARGETS, check_extension_instance
@@ -511,9 +512,10 @@ def _check_lemma3_instance(instance: dict, kernel, parents, h: int, init) -> dic
     alpha = _check_alpha(instance.get("alpha"))
     out = lemma3_check_pair(kernel, parents, h, int(instance["h_prime"]), init)
     alpha_value = alpha if isinstance(alpha, float) else out["alphas"][alpha]
-    holds = not out["ratio"] > alpha_value + _lemma3_tolerance(out["mi_parent"])
+    bar = alpha_value + _lemma3_tolerance(out["mi_parent"])
+    holds = not out["ratio"] > bar
     return {"target": "lemma3", "holds": bool(holds), "ratio": out["ratio"], "alpha": alpha,
-            "alpha_value": float(alpha_value), "alphas": out["alphas"], "relation": out["relation"],
+            "alpha_value": float(alpha_value), "bar": float(bar), "alphas": out["alphas"], "relation": out["relation"],
             "h": h, "h_prime": int(instance["h_prime"]), "verdict": "pass" if holds else "fail",
             "summary": f"I(x_h; x_h')/I(x_h; x_pa) = {out['ratio']:.6g} {'≤' if holds else '>'} "
                        f"α = {alpha_value:.6g} ({alpha}); h={h}, h'={instance['h_prime']}, {out['relation']}"}

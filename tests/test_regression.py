@@ -67,7 +67,9 @@ def test_reference_report_is_complete_and_small():
             # nothing at this tier applies its rule to the construction or to BMA instead), and a check whose
             # control was accepted is not a pass
             assert control is not None, check["function"]
-            assert set(control) == {"description", "measured", "rejected", "power"}, check["function"]
+            # "margin" (issue 39) appears once the reference is regenerated with reports.core.ControlMargin
+            assert {"description", "measured", "rejected", "power"} <= set(control) <= {
+                "description", "measured", "rejected", "power", "margin"}, check["function"]
             if check["kind"] == "model" and check["reading"] == "reproduction":
                 # a trained reproduction: its plateau test, its seeds with the count rule, and a near-miss control
                 # with its power curve, also where the tier trains nothing (seeds n = 0, not plateaued)

@@ -30,7 +30,7 @@ def test_report_files_schema_and_verdicts(registry, tmp_path):
     for check in by_id["good"]["checks"]:
         assert set(check) >= {"kind", "measured", "threshold", "verdict", "seconds", "reading", "control"}
         assert check["control"] == {"description": "a planted value above 1", "measured": {"value": 1.5},
-                                    "rejected": True, "power": None}
+                                    "rejected": True, "power": None, "margin": None}
     assert results["environment"]["torch_threads"] == 1 and results["config"]["threads"] == 1
     assert "figures/dummy.png" in (out / "REPORT.md").read_text() and (out / "figures" / "dummy.png").exists()
 

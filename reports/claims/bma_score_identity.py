@@ -16,7 +16,7 @@ from bma_verify.reports.checks.construction import (CONSTRUCTION_TOL, LARGE_BETA
                                                     decide_construction, limit_control)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table
 from bma_verify.theory.bma import (derive_bma_score_identity, perturb_bma_score_identity, transposed_kernel,
                                    verify_bma_score_identity)
 
@@ -88,7 +88,8 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
     verdict = _decide_posterior(worst)
     control = Control("the posterior of the transposed kernel, softmax of Σ_l log π(x^l_h' | x^l_h), against the same "
                       "enumeration", {"max_abs_error": planted},
-                      rejected=_decide_posterior(planted) != "pass")
+                      rejected=_decide_posterior(planted) != "pass",
+                      margin=ControlMargin("max_abs_error", planted, POSTERIOR_ATOL))
     return CheckOutcome(
         verdict=verdict, measured={"max_abs_error": worst, "contexts": len(rows)}, threshold=POSTERIOR_ATOL,
         summary=f"Bayes' rule over all (H−1)! trees with the full likelihood equals parent_posterior on {len(rows)} "
@@ -111,7 +112,8 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
     wrong, _, _ = construction_against_bma(ctx, "bma-score-identity", lambda k: np.log(k).T)
     wrong_err = wrong["attention_error"][0]
     control = Control("the construction with (log π)ᵀ in W_KQ (Σ_l log π(x^l_h' | x^l_h), child → parent)",
-                      {"max_attention_l1_error": wrong_err}, decide_construction({"attention": wrong_err}) == "fail")
+                      {"max_attention_l1_error": wrong_err}, decide_construction({"attention": wrong_err}) == "fail",
+                      margin=ControlMargin("max_attention_l1_error", wrong_err, CONSTRUCTION_TOL))
     return CheckOutcome(
         verdict=verdict,
         measured={"max_attention_l1_error": err, "beta": LARGE_BETA, "contexts": len(batch.query), "d": 5, "L": 6,

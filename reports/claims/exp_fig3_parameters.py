@@ -20,7 +20,7 @@ from bma_verify.reports.checks.trained import (TRAINED_TOL, combine_sides, confi
                                                why_unconfirmed)
 from bma_verify.reports.checks.construction import LARGE_BETA
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl
 
 #: Thresholds per tier, set from fig2's quick run on development seeds 1000-1004 (docs/notes/exp-fig3-parameters.md):
 #: converged runs read off-block energy 0.021-0.047 and (1/d)‖σ(W_OV) − π‖₁ 0.004-0.011; a threshold plus its band
@@ -101,7 +101,9 @@ def shifted_output_control(ctx: CheckContext, run, summary: dict) -> Control:
     return Control(f"the trained parameters with σ(W_OV) moved {NEAR_MISS_SHIFT:g} of the way to another kernel "
                    "π' (a quarter of every output row from the wrong kernel)",
                    {"shift": NEAR_MISS_SHIFT, "softmax_W_OV_error": near["value"], "rule": near["rule"]},
-                   near["rejected"], power=power)
+                   near["rejected"], power=power,
+                   margin=ControlMargin.beyond_band("softmax_W_OV_error", near["value"],
+                                                    THRESHOLDS[ctx.tier]["w_ov_error"], NOISE_BAND["w_ov_error"]))
 
 
 def construction_control(ctx: CheckContext, run) -> PositiveControl:

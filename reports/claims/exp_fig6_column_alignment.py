@@ -23,7 +23,7 @@ from bma_verify.reports.checks.trained import (combine_sides, confirm_misses, co
                                                run_convergence, seed_keys, seeded_runs, seeds_record, seeds_text,
                                                threshold_side, training_seeds, untrained_record, why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl
 from bma_verify.reports.plans import preset_configs
 from bma_verify.reports.protocol import run_plan
 
@@ -123,7 +123,14 @@ def _row_shift_control(ctx: CheckContext, W_tf, kernel) -> Control:
     return Control(f"the first seed's trained W_tf + b1ᵀ, a row shift (Prop. 1: changes A^(2)) of RMS {s_star:.3f} "
                    f"that raises its column error by max(its own column error, the threshold + {CONTROL_MARGIN:g})",
                    {"column_error": near["value"], "row_error": near["row_error"], "shift_rms": s_star,
-                    "rule": near["rule"]}, near["rejected"], power=power)
+                    "rule": near["rule"]}, near["rejected"], power=power, margin=_column_margin(ctx, near))
+
+
+def _column_margin(ctx: CheckContext, near: dict) -> ControlMargin:
+    """The near miss's column error against the edge where :func:`column_sides` fails it (threshold + band); the
+    shift that makes the near miss puts it CONTROL_MARGIN above the threshold, so one band beyond that edge."""
+    return ControlMargin.beyond_band("column_error", near["value"], THRESHOLDS[ctx.tier]["column_error"],
+                                     NOISE_BAND["column_error"])
 
 
 def _seed_values(ctx: CheckContext, run) -> dict:
@@ -202,7 +209,7 @@ def _construction_control(ctx: CheckContext) -> Control:
                    f"{CONTROL_MARGIN:g} (twice the noise band); no "
                    "model is trained at this tier",
                    {"column_error": near["value"], "row_error": near["row_error"], "shift_rms": s_star,
-                    "rule": near["rule"]}, near["rejected"], power=power)
+                    "rule": near["rule"]}, near["rejected"], power=power, margin=_column_margin(ctx, near))
 
 
 def construction_positive(ctx: CheckContext, kernel) -> PositiveControl:

@@ -12,6 +12,8 @@ and budgets: docs/notes/exp-robustness.md.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bma_verify.model import analysis
 from bma_verify.model.convergence import run_plateau
 from bma_verify.model.gpt_training import GPT_READINGS, GPT_SHARED, KL_RESOLUTION, bma_reading_levels
@@ -23,7 +25,8 @@ from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_s
                                                seeds_text, threshold_side, train_in_workers, training_seeds,
                                                why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
+from bma_verify.reports.claims.exp_fig2_attention import near_miss_margin
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table
 from bma_verify.reports.plans import preset_configs
 from bma_verify.reports.protocol import run_plan
 from bma_verify.reports.robustness_plan import GPT_DECIDING, GPT_TUNED
@@ -174,7 +177,9 @@ def gpt_control(run) -> Control:
                    f"ignored), judged by the KL rule against its bar, BMA reading {L - 1}: rejected when at least "
                    f"{KL_Z:g} standard errors above the bar", {"examples": near["m"], "L": L, "kl": near["kl"],
                                                                  "bar": bar, "margin_se": margin},
-                   power[near["m"]]["rejected"], power=power)
+                   power[near["m"]]["rejected"], power=power,
+                   # kl_side fails a KL at least KL_Z standard errors above the bar: that edge is the margin's bar
+                   margin=ControlMargin.beyond_band("kl", near["kl"], bar, KL_Z * near["gap_se"], units="nats"))
 
 
 def _reading(ctx: CheckContext, label: str, seeds: list[int]) -> dict:
@@ -191,7 +196,11 @@ def _reading(ctx: CheckContext, label: str, seeds: list[int]) -> dict:
     record = seeds_record(seeds, statuses, tests, [p["values"] for p in per_seed], more)
     if verdict == "fail":
         reason = f"converged seeds miss the rule, each confirmed by its continuation: {seeds_text(record)}"
-    control = gpt_control(runs[0]) if gpt else near_miss_control(ctx, runs[0], fig2_sides)
+    if gpt:
+        control = gpt_control(runs[0])
+    else:
+        control = near_miss_control(ctx, runs[0], fig2_sides)
+        control = replace(control, margin=near_miss_margin(ctx, control.measured))
     return {"label": label, "verdict": verdict, "reason": reason, "converged": converged, "control": control,
             "seeds": record, "run": runs[0],
             "first": per_seed[0]["values"]}
@@ -235,8 +244,10 @@ def _decide(readings: dict, tier: str) -> dict:
     control = None if main is None else Control(
         "for each deciding reading, its near miss judged by that reading's rule (the GPT: BMA reading L − 2 of its L "
         "examples, strictly beyond the bar BMA reading L − 1; the absolute-PE model: BMA reading L − 1 against fig2's "
-        "thresholds)", {label: {"measured": c.measured, "rejected": c.rejected} for label, c in controls.items()},
-        all(c.rejected for c in controls.values()), power=main.power)
+        "thresholds)", {label: {"measured": c.measured, "rejected": c.rejected,
+                                "margin": None if c.margin is None else c.margin.as_dict()}
+                        for label, c in controls.items()},
+        all(c.rejected for c in controls.values()), power=main.power, margin=main.margin)
     tested = [r for r in deciding if r["converged"] is not None]
     diagnostics = {label: r["converged"] for label, r in readings.items()  # recorded, never gating the verdict
                    if label not in parts and r["converged"] is not None}

@@ -15,8 +15,8 @@ import numpy as np
 from bma_verify.model.dag_families import FAMILIES, FAMILY_LABELS, family_gap_curve, planted_poe_log_posterior
 from bma_verify.numerics.dag import random_dag_kernels
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, PositiveControl, Table, new_figure,
-                                     save_figure)
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, Finding, PositiveControl,
+                                     Table, new_figure, save_figure)
 
 SIZES = {
     "quick": {"d": 3, "H": 6, "L_values": [1, 2, 3, 5, 8, 12, 20], "n_fit": 200, "n_eval": 200,
@@ -84,6 +84,15 @@ def decide_families(curve: dict, standard=STANDARD) -> dict:
         verdict = "pass" if all(found.values()) else "fail"
     return {"verdict": verdict, "gap_found": found, "fitter_ok": bool(fitter_ok),
             "simplicial_max_gap": float(max(s["gap_fit"]))}
+
+
+def no_gap_margin(curve: dict) -> ControlMargin:
+    """The control's margin under :func:`decide_families`: a standard family without a gap at one L' <= SMALL_L rejects
+    it, so the in-sample gap furthest below its bar max(3 SE, FIT_RESOLUTION), over the families and small L'."""
+    small = [i for i, L in enumerate(curve["L"]) if L <= SMALL_L]
+    return max((ControlMargin(f"{fam}.gap_fit", curve["families"][fam]["gap_fit"][i],
+                              max(3 * curve["families"][fam]["gap_fit_se"][i], FIT_RESOLUTION), passes_below=False,
+                              units="nats") for fam in STANDARD for i in small), key=lambda m: m.distance)
 
 
 def simplicial_positive(real: dict, decided: dict) -> PositiveControl:
@@ -188,7 +197,7 @@ def ext_dag_families(ctx: CheckContext) -> CheckOutcome:
                         "standard family",
             measured={"gap_found": control_decided["gap_found"], "max_in_sample_gap": control_max,
                       "verdict": control_decided["verdict"]},
-            rejected=control_rejected),
+            rejected=control_rejected, margin=no_gap_margin(control)),
         positive_control=simplicial_positive(real, decided),
         findings=_growth_findings(real, s),
         reason="the 2-simplicial fit did not reach the target: the fitter is not trusted" if

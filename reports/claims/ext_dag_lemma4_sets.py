@@ -21,7 +21,7 @@ from bma_verify.reports.checks.dag_common import IDENTITY_ATOL, combine_verdicts
 from bma_verify.reports.checks.numeric_common import ideal_estimates_control
 from bma_verify.reports.checks.symbolic import nothing_planted
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, PositiveControl, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, Finding, PositiveControl, Table
 from bma_verify.theory.dag_lemma4 import derive_dag_lemma4, dropped_kl_term, perturb_dag_lemma4, verify_dag_lemma4
 
 #: Random points of the symbolic check; random DAG instances of the exact sweep (every (h, S), both μ₀); random
@@ -157,7 +157,8 @@ def ext_dag_lemma4_sets_exact(ctx: CheckContext) -> CheckOutcome:
     planted = sweep["error_without_kl"]
     control = Control("the identity without its E KL term (Δ = I(x_h; x_T) − I(x_h; x_S)), against the same left "
                       "side", {"max_identity_error": planted},
-                      rejected=decide_lemma4(planted, sweep["nonpositive"]) != "pass")
+                      rejected=decide_lemma4(planted, sweep["nonpositive"]) != "pass",
+                      margin=ControlMargin("max_identity_error", planted, IDENTITY_ATOL))
     flat, flat_terms = planted_flat_gap()
     enumerated = enumerated_identity(ctx.rng("ext-dag-lemma4-sets/enumerated"))
     positive = PositiveControl("Δ on one random DAG by enumerating every sequence, against both right sides, judged by "
@@ -255,7 +256,9 @@ def ext_dag_lemma4_sets_monte_carlo(ctx: CheckContext) -> CheckOutcome:
     close = cases[-1]
     control = Control("the exact Δ replaced by I(x_h; x_T) − I(x_h; x_S) (the identity without E KL), judged by the "
                       "same rule", {"max_abs_z": max(abs(c["z_planted"]) for c in cases), "verdict": control_verdict},
-                      rejected=control_verdict != "pass")
+                      rejected=control_verdict != "pass",
+                      margin=ControlMargin("max_abs_z", max(abs(c["z_planted"]) for c in cases), Z_AGREE,
+                                           units="standard errors"))
     return CheckOutcome(
         verdict=verdict,
         measured={"samples": n, "max_abs_z": max_z, "instance_verdicts": [c["verdict"] for c in cases],

@@ -13,7 +13,7 @@ from bma_verify.numerics.dag_agreement import dag_posterior_cases, transposed_pa
 from bma_verify.numerics.enumeration import brute_force_parent_posterior
 from bma_verify.numerics.task import random_kernel, random_parents, sample_chains
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table
 
 #: Random DAG contexts compared with the enumeration, and random trees compared with the tree functions (k = 1).
 SIZES = {"quick": {"posterior_contexts": 10, "tree_contexts": 4},
@@ -38,7 +38,8 @@ def posterior_control(cases: list[dict]) -> Control:
     return Control("the posterior with π_k's first two parents transposed (π(c | b, a) for π(c | a, b)), "
                    "against the same enumeration over every DAG",
                    {"max_planted_error": planted, "instances_caught": caught, "instances": len(cases)},
-                   rejected=decide_posterior(planted, 0) != "pass")
+                   rejected=decide_posterior(planted, 0) != "pass",
+                   margin=ControlMargin("max_planted_error", planted, POSTERIOR_ATOL))
 
 
 def tree_control(rng, contexts: int) -> PositiveControl:

@@ -12,7 +12,7 @@ from bma_verify.numerics.dag_gradient import recheck_stored_thm3, thm3_sets_swee
 from bma_verify.numerics.dag_law import DAG_RANGES, INIT_KINDS
 from bma_verify.reports.checks.dag_common import IDENTITY_ATOL
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, PositiveControl, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, Finding, PositiveControl, Table
 
 #: Random DAG instances of the sweep (every position h > k, both μ₀).
 SIZES = {"quick": {"thm3_instances": 120}, "full": {"thm3_instances": 2000}}
@@ -131,7 +131,8 @@ def thm3_outcome(ctx: CheckContext, form: str) -> CheckOutcome:
     verdict = decide_argmax(violations, sweep["identity_error"])
     control = Control("the same argmax rule with the true-set label moved to a uniformly drawn other candidate set",
                       {"violations": shuffled, "positions": positions},
-                      rejected=decide_argmax(shuffled, sweep["identity_error"]) != "pass")
+                      rejected=decide_argmax(shuffled, sweep["identity_error"]) != "pass",
+                      margin=ControlMargin("violations", shuffled, 0, units="positions"))
     findings, smallest_any = form_findings(sweep, stored, form)
     measured = {"positions": positions, "violations": violations, "stored_violations": stored_violations,
                 "worst_margin": sweep["worst_margin"][form], "identity_error": sweep["identity_error"],

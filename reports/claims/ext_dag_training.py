@@ -21,6 +21,7 @@ from bma_verify.reports.checks.trained import (confirm_misses, count_verdict, id
                                                why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table
+from bma_verify.reports.core import ControlMargin
 from bma_verify.reports.protocol import run_plan
 
 #: The run set these runs belong to (``reports.protocol.RUN_SETS``).
@@ -125,7 +126,11 @@ def near_miss_control(run: dict) -> Control:
     return Control(f"BMA reading only the last {near['x']} of {power[-1]['x']} examples on the same held-out contexts "
                    "(one example ignored), judged by the same rule",
                    {"examples": near["x"], "lpa_gap": near["value"], "lpa_gap_upper": near["lpa_upper"],
-                    "query_gap_upper": near["query_upper"]}, near["rejected"], power=power)
+                    "query_gap_upper": near["query_upper"]}, near["rejected"], power=power,
+                   # either upper bound above its tolerance fails the rule: the one furthest above it
+                   margin=max(ControlMargin("lpa_gap_upper", near["lpa_upper"], LPA_TOL, units="nats"),
+                              ControlMargin("query_gap_upper", near["query_upper"], QUERY_TOL, units="nats"),
+                              key=lambda m: m.distance))
 
 
 def _findings(pair: dict, heads: dict) -> list[Finding]:

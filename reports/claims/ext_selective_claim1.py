@@ -16,7 +16,7 @@ from bma_verify.numerics.selective_induction import (enumerated_loglik_gap, expe
                                                      sample_selective_induction)
 from bma_verify.numerics.task import random_kernel, stationary_distribution
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table
 
 #: Small cases enumerated exactly: (d, lags, T); d^T sequences each.
 EXACT_CASES = {"quick": ((2, [1, 2, 3], 8), (3, [1, 2, 4], 7), (2, [2, 3], 9), (3, [1, 3], 7)),
@@ -112,7 +112,9 @@ def claim1_exact(ctx: CheckContext) -> CheckOutcome:
                       f"{CONTROL_WEIGHT:g} of the way to rows = μ: false by {near['margin']:.2e} nats",
                       {k: near[k] for k in ("exchanged_gap", "margin", "formula_error")}, near["rejected"],
                       power=[{"x": p["weight"], "label": f"towards μ × {p['weight']:g}", "rejected": p["rejected"],
-                              "value": p["exchanged_gap"]} for p in power])
+                              "value": p["exchanged_gap"]} for p in power],
+                      margin=ControlMargin("exchanged_gap", near["exchanged_gap"], EXACT_ATOL, passes_below=False,
+                                           units="nats"))
     c_gap = near["exchanged_gap"]
     rows = [[r["d"], str(r["lags"]), r["T"], r["true_lag"], f"{r['min_gap']:.4f}", f"{r['formula_error']:.1e}"]
             for r in records]
@@ -186,7 +188,8 @@ def claim1_monte_carlo(ctx: CheckContext) -> CheckOutcome:
                       f"{planted['min_lower']:.3g} nats, below the bar 0", planted,
                       rejected=planted["verdict"] != "pass",
                       power=[{"x": p["weight"], "label": f"towards μ × {p['weight']:g}",
-                              "rejected": p["verdict"] != "pass", "value": p["min_lower"]} for p in power])
+                              "rejected": p["verdict"] != "pass", "value": p["min_lower"]} for p in power],
+                      margin=ControlMargin("min_lower", planted["min_lower"], 0.0, passes_below=False, units="nats"))
     pairs = sizes["n_lags"] * (sizes["n_lags"] - 1)
     return CheckOutcome(
         verdict=decided["verdict"], measured={"lags": lags, **decided, "control": planted},

@@ -18,7 +18,8 @@ from bma_verify.model.convergence import runs_plateau
 from bma_verify.reports.checks.trained import (count_verdict, ideal_control, seeds_record, seeds_text, training_seeds,
                                                untrained_record)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Finding, Table, new_figure, save_figure
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, Finding, Table, new_figure,
+                                     save_figure)
 from bma_verify.reports.protocol import run_plan
 
 DEPTHS = (2, 3)
@@ -182,7 +183,10 @@ def depth_reproduction(ctx: CheckContext) -> CheckOutcome:
     Bayes."""
     control_value, power = control_kl(ctx)
     control = Control("the uniform-lag predictor (kernel known, lag not inferred) judged by the 'solves' rule",
-                      control_value, rejected=judge_run(control_value, True) != "solves", power=power)
+                      control_value, rejected=judge_run(control_value, True) != "solves", power=power,
+                      # judge_run: 'solves' when the upper Z-SE bound of the KL is at most KL_TOL
+                      margin=ControlMargin("kl_upper", control_value["kl"] + Z * control_value["kl_se"], KL_TOL,
+                                           units="nats"))
     trains = ctx.tier in TRAINS
     runs = depth_runs(ctx) if trains else {depth: [] for depth in DEPTHS}
     per_depth = _per_depth(runs)

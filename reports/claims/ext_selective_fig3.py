@@ -18,7 +18,8 @@ from bma_verify.numerics.selective_induction import (bayes_at_last, construction
                                                      sample_selective_induction, selective_head_weights)
 from bma_verify.numerics.task import random_kernel
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table, new_figure, save_figure
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table,
+                                     new_figure, save_figure)
 
 LAGS = [1, 2, 3]  # their Fig. 3
 D = 5  # |S| of their Fig. 3
@@ -126,7 +127,8 @@ def fig3_comparison(ctx: CheckContext) -> CheckOutcome:
     decided = decide(curves)
     planted = max(c["max_dev"] for c in curves[EVERY_WINDOW].values())
     control = Control("the tree construction fed every window of the sequence (pad row μ: our per-lag mapping)",
-                      {"max_deviation": planted}, rejected=not equals_bayes(curves[EVERY_WINDOW]))
+                      {"max_deviation": planted}, rejected=not equals_bayes(curves[EVERY_WINDOW]),
+                      margin=ControlMargin("max_deviation", planted, EXACT_ATOL))
     # the ideal: the Bayes predictive itself in place of our construction, through the whole rule
     ideal = decide({**curves, "tree construction (ours)": curves["BMA"]})
     positive = PositiveControl("the Bayes predictive (BMA) itself in our construction's place, judged by the same rule "

@@ -23,6 +23,7 @@ from bma_verify.reports.checks.trained import (confirm_misses, count_verdict, id
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, PositiveControl, Table, new_figure,
                                      save_figure)
+from bma_verify.reports.core import ControlMargin
 from bma_verify.reports.protocol import run_plan
 
 #: Lag sets (theirs are small sets of lags; ours span contiguous and gapped sets).
@@ -135,7 +136,8 @@ def footnote1_selective_induction(ctx: CheckContext) -> CheckOutcome:
     verdict = decide_exact(error)
     control = Control("the construction reading the lag off by one (candidate h' = k̂ − κ − 1)",
                       {"max_error": max(planted), "min_error": min(planted)},
-                      rejected=decide_exact(max(planted)) != "pass")
+                      rejected=decide_exact(max(planted)) != "pass",
+                      margin=ControlMargin("max_error", max(planted), EXACT_ATOL))
     measured = {"sequences": len(records), "T": SIZES[ctx.tier]["T"], "max_error": error,
                 "control_max_error": max(planted), "dropped_mu_max_error": max(r["dropped"] for r in records),
                 "every_window_max_error": max(r["whole"] for r in records),
@@ -233,7 +235,11 @@ def near_miss_control(run: dict) -> Control:
     return Control(f"the Bayes predictor reading only the last {near['x']} of {power[-1]['x']} windows on the same "
                    "held-out sequences (one window ignored), judged by the same rule",
                    {"windows": near["x"], "lag_gap": near["value"], "lag_upper": near["lag_upper"],
-                    "query_upper": near["query_upper"]}, near["rejected"], power=power)
+                    "query_upper": near["query_upper"]}, near["rejected"], power=power,
+                   # either upper bound above its tolerance fails the rule: the one furthest above it
+                   margin=max(ControlMargin("lag_upper", near["lag_upper"], LAG_TOL, units="nats"),
+                              ControlMargin("query_upper", near["query_upper"], QUERY_TOL, units="nats"),
+                              key=lambda m: m.distance))
 
 
 def _power_words(power: list[dict]) -> str:

@@ -23,8 +23,8 @@ from bma_verify.reports.checks.numeric_common import (SIZES, Z_AGREE, binary_fli
                                                       stored_counterexamples, z_scores)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, HoldsInstead, PositiveControl,
-                                     Table, jsonable, new_figure)
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, Finding, HoldsInstead,
+                                     PositiveControl, Table, jsonable, new_figure)
 from bma_verify.reports.search import check_instance, run_search
 from bma_verify.theory.dpi import (derive_lemma3_strict_dpi, dropped_half_in_total_variation, perturb_lemma3_strict_dpi,
                                    stochastic_matrix, verify_lemma3_strict_dpi)
@@ -108,7 +108,9 @@ def _copy_kernel_control() -> Control:
     control_ratio = float(np.nanmax(copy["ratio"]))
     return Control("the copy kernel π = I (ε = 0, outside the hypothesis) on the chain x_0 → x_1 → x_2, μ₀ "
                    "uniform, where I(x_2; x_0) = I(x_2; x_1) = log 2", {"max_ratio": control_ratio},
-                   rejected=_decide_ratio(control_ratio) != "pass")
+                   rejected=_decide_ratio(control_ratio) != "pass",
+                   # the rule passes ratio < 1 − VIOLATION_RTOL: the copy kernel's ratio 1 sits just above that bar
+                   margin=ControlMargin("max_ratio", control_ratio, 1.0 - VIOLATION_RTOL))
 
 
 #: Lemma 3's positive control: a binary symmetric chain x_0 → x_1 → x_2 flipping with probability 0.1 (π ≥ 0.1),
@@ -332,7 +334,7 @@ def _planted_alpha_control(worst: dict) -> Control:
     return Control(f"α = (1 − {PLANTED_ALPHA_SHORTFALL:g}) × the exact ratio of the sweep's largest-ratio pair "
                    f"({top['ratio']:.6f}), re-checked by check_instance",
                    {"alpha": planted_alpha, "ratio": planted["ratio"], "holds": planted["holds"]},
-                   rejected=not planted["holds"])
+                   rejected=not planted["holds"], margin=ControlMargin("ratio", planted["ratio"], planted["bar"]))
 
 
 def sdpi_alpha_positive(worst: dict) -> PositiveControl:

@@ -16,7 +16,7 @@ from bma_verify.reports.checks.numeric_common import (IDENTITY_ATOL, SIZES, Z_AG
                                                       ideal_estimates_control, lemma3_sweep, z_scores)
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table
 from bma_verify.theory.loglik import (derive_lemma4_loglik_gap, dropped_kl_term, perturb_lemma4_loglik_gap,
                                       verify_lemma4_loglik_gap)
 
@@ -88,7 +88,8 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
     verdict = _decide_identity(error, nonpositive)
     planted = result.worst["lemma4/identity_error_without_kl"].value
     control = Control("the identity without its E KL term (lhs = I_pa − I_h'), against the same left side",
-                      {"max_identity_error": planted}, rejected=_decide_identity(planted, nonpositive) != "pass")
+                      {"max_identity_error": planted}, rejected=_decide_identity(planted, nonpositive) != "pass",
+                      margin=ControlMargin("max_identity_error", planted, IDENTITY_ATOL))
     instance = None
     if verdict == "fail":
         key = "lemma4/identity_error" if error > IDENTITY_ATOL else "lemma4/negative_gap"
@@ -145,7 +146,9 @@ def monte_carlo_check(ctx: CheckContext) -> CheckOutcome:
     control_verdict = combine_verdicts(c["control_verdict"] for c in cases)
     control = Control("the exact gap replaced by I_pa − I_h' (the identity without E KL), judged by the same rule",
                       {"max_abs_z": max(abs(c["z_planted"]) for c in cases), "verdict": control_verdict},
-                      rejected=control_verdict != "pass")
+                      rejected=control_verdict != "pass",
+                      margin=ControlMargin("max_abs_z", max(abs(c["z_planted"]) for c in cases), Z_AGREE,
+                                           units="standard errors"))
     close = cases[-1]
     rows = [[c["case"], c["h"], c["h_prime"], round(c["exact"], 5), round(c["estimate"], 5), round(c["stderr"], 5),
              round(c["z"], 2), round(c["z_planted"], 1), c["verdict"]] for c in cases]

@@ -13,7 +13,7 @@ from bma_verify.numerics.invariance import prop1_shift_effects
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.claims.exp_fig6_column_alignment import exp_fig6_column_alignment
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl
 from bma_verify.theory.invariance import (derive_prop1_invariance, perturb_prop1_invariance, transposed_column_shift,
                                           verify_prop1_invariance)
 
@@ -93,7 +93,8 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
     threshold = {"column_shift_change_max": SHIFT_ATOL, "row_shift_changed_fraction_min": 0.5}
     verdict = _decide_shifts(column, row)
     control = Control("the row shift W + b1ᵀ claimed invariant, judged by the same rule (max change ≤ 1e-12)",
-                      {"row_shift_change_max": float(row.max())}, rejected=not shift_invisible(row))
+                      {"row_shift_change_max": float(row.max())}, rejected=not shift_invisible(row),
+                      margin=ControlMargin("row_shift_change_max", float(row.max()), SHIFT_ATOL))
     return CheckOutcome(
         verdict=verdict,
         measured={"column_shift_change_max": float(column.max()), "row_shift_changed_fraction": changed,

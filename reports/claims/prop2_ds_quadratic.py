@@ -33,6 +33,7 @@ from bma_verify.reports.claims import prop2_ds_quadratic_report as render
 from bma_verify.reports.claims.prop2_ds_quadratic_report import Readings
 from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, PositiveControl, finding_status,
                                      settle)
+from bma_verify.reports.core import ControlMargin
 from bma_verify.reports.protocol import run_plan
 from bma_verify.theory.ds import (derive_prop2_ds_quadratic, dropped_key_quadratic, perturb_prop2_ds_quadratic,
                                   verify_prop2_ds_quadratic)
@@ -325,7 +326,10 @@ def prop2_bilinear_fit(ctx: CheckContext) -> CheckOutcome:
                   "z_small_L": [control_rule["z"][i] for i in small], "max_gap_eval": max(ctl["gap_eval"]),
                   "gap_at_small_L": control_rule["gap_at_small_L"], "shrinks": control_rule["shrinks"],
                   "verdict": control_rule["verdict"]},
-        rejected=not control_rule["gap_found"])
+        rejected=not control_rule["gap_found"],
+        # the small L' whose in-sample gap lies furthest below its bar max(3 SE, FIT_RESOLUTION) (decide_fit)
+        margin=max((ControlMargin("gap_fit", ctl["gap_fit"][i], max(3 * ctl["gap_fit_se"][i], FIT_RESOLUTION),
+                                  passes_below=False, units="nats") for i in small), key=lambda m: m.distance))
     instance = None
     if verdict == "fail":
         instance = {"claim": "prop2-ds-quadratic", "A": A.tolist(), "rho": RHO, "d": D, "H": H,
@@ -362,6 +366,11 @@ def _models_control(bil: dict, power: dict) -> Control:
          "exact_key_norm_max_gap": float(max(power[1.0]["gap"])), "shows_gap": rule["shows_gap"],
          "bilinear_closing_gap_upper": rule["closing_gap_upper"], "closes": rule["closes"]},
         rejected=not rule["shows_gap"] and not rule["closes"],
+        # both slots must fail: the margin is the slot nearer its bar
+        margin=min(ControlMargin("exact_key_norm_small_L_gap_lower", rule["small_L_gap_lower"], GAP_TOL,
+                                 passes_below=False, units="nats"),
+                   ControlMargin("bilinear_closing_gap_upper", rule["closing_gap_upper"], CLOSES_TOL, units="nats"),
+                   key=lambda m: m.distance),
         power=_power_curve(power, lambda kn: _decide_models(bil, kn)))
 
 
@@ -430,7 +439,8 @@ def _ffn_control(fit: dict, power: dict) -> Control:
     return Control("the best bilinear W at each L' (the exact fit, on held-out contexts), judged by the same rule",
                    {"max_gap": rule["max_gap"], "gap_upper": rule["gap_upper"], "closes": rule["closes"],
                     "below_best_bilinear_at_L": rule["below_at_L"], "verdict": rule["verdict"]},
-                   rejected=rule["verdict"] != "pass", power=_power_curve(power, lambda kn: decide_ffn(kn, fit)))
+                   rejected=rule["verdict"] != "pass", power=_power_curve(power, lambda kn: decide_ffn(kn, fit)),
+                   margin=ControlMargin("gap_upper", rule["gap_upper"], CLOSES_TOL, units="nats"))
 
 
 #: The FFN check's ideal: its power curve's end, BMA itself (what closing the gap means).

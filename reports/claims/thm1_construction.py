@@ -20,7 +20,8 @@ from bma_verify.reports.checks.construction import (CONSTRUCTION_TOL, CONTEXTS, 
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.checks.trained import draw_figure, seeded_kernel
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, PositiveControl, Table, save_figure
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table,
+                                     save_figure)
 from bma_verify.theory.construction import (derive_thm1_construction, dropped_query_keys, perturb_thm1_construction,
                                             verify_thm1_construction)
 
@@ -93,7 +94,10 @@ def _curves_control(ctx: CheckContext, kernel, batch) -> tuple[Control, tuple, t
         {"row_shift_attention_error_at_largest_beta": shifted[0]["attention_error"][-1],
          "row_shift_fitted_rate": shifted[1]["rate"],
          "zero_selector_logit_error_vs_L": uniform[2]["logit"]["mean"]},
-        not decide_curves(*shifted)["beta"] and not decide_curves(*uniform)["L"])
+        not decide_curves(*shifted)["beta"] and not decide_curves(*uniform)["L"],
+        # the β half's number against its tolerance; the L half compares two intervals of one curve (no fixed bar)
+        margin=ControlMargin("row_shift_attention_error_at_largest_beta", shifted[0]["attention_error"][-1],
+                             CONSTRUCTION_TOL))
     return control, shifted, uniform
 
 
@@ -203,7 +207,8 @@ def rate_check(ctx: CheckContext) -> CheckOutcome:
         kernel, batch.context, batch.query, [b / 2 for b in BETAS])["attention_error"])
     ok = _rate_ok(fit)
     control = Control("a copier with β halved in w_H (its errors at β/2, fitted against β)",
-                      {"fitted_rate": halved["rate"]}, not _rate_ok(halved))
+                      {"fitted_rate": halved["rate"]}, not _rate_ok(halved),
+                      margin=ControlMargin("fitted_rate", halved["rate"], 1.0 - RATE_TOL, passes_below=False))
     # the ideal: the leading term's rate exactly (errors C e^{−β}), through the check's error at the smallest β
     ideal = analysis.exponential_rate(BETAS, errors[0] * np.exp(BETAS[0] - np.asarray(BETAS)))
     positive = PositiveControl("errors falling exactly as e^{−β} from the check's own error at the smallest β, fitted "
@@ -236,7 +241,8 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
     w_att, w_pred = wrong["attention_error"][0], wrong["predictive_error"][0]
     control = Control("the construction with log π + b1ᵀ in W_KQ (a row shift, b ~ N(0, 1); Prop. 1: changes A^(2))",
                       {"max_attention_l1_error": w_att, "max_predictive_error": w_pred},
-                      decide_construction({"attention": w_att, "predictive": w_pred}) == "fail")
+                      decide_construction({"attention": w_att, "predictive": w_pred}) == "fail",
+                      margin=ControlMargin("max_attention_l1_error", w_att, CONSTRUCTION_TOL))
     return CheckOutcome(
         verdict=verdict,
         measured={"max_attention_l1_error": att, "max_predictive_error": pred, "beta": LARGE_BETA},

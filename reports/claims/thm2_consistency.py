@@ -26,8 +26,8 @@ from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_s
                                                run_convergence, seed_keys, seeded_runs, seeds_record, seeds_text,
                                                threshold_side, training_seeds, why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, PositiveControl, Table, jsonable,
-                                     new_figure, verdict_from_interval)
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table,
+                                     jsonable, new_figure, verdict_from_interval)
 from bma_verify.theory.consistency import (derive_thm2_consistency, exact_error_probability, exponent_times_four,
                                            perturb_thm2_consistency, verify_thm2_consistency)
 
@@ -98,6 +98,18 @@ def _violated_cells(out: dict, cells: np.ndarray, planted: np.ndarray, L_values)
     return {"cells_violated": int(violated.shape[0]), "L": L_values[i], "pair": list(out["pairs"][p]),
             "rate": float(out["pair_rate"][i, p]), "low": float(out["pair_low"][i, p]),
             "bound_x4": float(planted[i, p])}
+
+
+def _furthest_cell_margin(control_cells: dict) -> ControlMargin | None:
+    """The bound check's control margin: the Wilson lower end of the violated cell furthest above the ×4 bound (a
+    cell fails when its whole interval lies above the bound); None when no cell is violated."""
+    violated = [(cells["low"] - cells["bound_x4"], name) for name, cells in control_cells.items()
+                if cells["cells_violated"]]
+    if not violated:
+        return None
+    name = max(violated)[1]
+    return ControlMargin(f"{name}.low", control_cells[name]["low"], control_cells[name]["bound_x4"],
+                         units="error rate")
 
 
 def _error_rates(ctx: CheckContext) -> dict:
@@ -250,7 +262,8 @@ def monte_carlo_check(ctx: CheckContext) -> CheckOutcome:
     control_verdict = combine_verdicts(m["control_verdict"] for m in measured.values())
     control = Control("the Hoeffding bound with its exponent ×4, judged by the same interval rule (power: the "
                       "rule's outcome for planted exponent factors, and the smallest it rejects)",
-                      control_cells | {"power": _power_curve(control_cells)}, rejected=control_verdict != "pass")
+                      control_cells | {"power": _power_curve(control_cells)}, rejected=control_verdict != "pass",
+                      margin=_furthest_cell_margin(control_cells))
     # no listed tolerances (bit-reproducible: a rerun moves the rates by 0); per seed: docs/notes/thm2-consistency.md
     return CheckOutcome(
         verdict=verdict, measured=jsonable(measured),
@@ -371,7 +384,10 @@ def ignoring_control(ctx: CheckContext, run, values: dict) -> Control:
     return Control(f"BMA ignoring the earliest example at every L' (reading L' − 1 of L'; {L - 1} of {L} at the "
                    "run's own L)", {"L_test": Ls, "parent_accuracy": near["accuracy"],
                                     "parent_loss_gap": near["value"], "rule": near["rule"]},
-                   near["rejected"], power=[{k: v for k, v in p.items() if k != "accuracy"} for p in power])
+                   near["rejected"], power=[{k: v for k, v in p.items() if k != "accuracy"} for p in power],
+                   # L_pa's side fails beyond its threshold plus its noise band (trained.threshold_side)
+                   margin=ControlMargin("parent_loss_gap", near["value"], THRESHOLDS[ctx.tier]["parent_loss_gap"]
+                                        + NOISE_BAND["parent_loss_gap"], units="nats"))
 
 
 def judge(ctx: CheckContext):

@@ -32,8 +32,8 @@ from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.claims.thm3_init_gradient_boundary import (boundary_evidence, boundary_figure, boundary_holds,
                                                                    boundary_measured, boundary_sentence,
                                                                    boundary_tables, closest_violation)
-from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, HoldsInstead, PositiveControl, Table,
-                                     jsonable, new_figure)
+from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, Finding, HoldsInstead,
+                                     PositiveControl, Table, jsonable, new_figure)
 from bma_verify.reports.search import check_instance
 from bma_verify.theory.gradient import (derive_thm3_init_gradient, kernel_mean_for_marginal, perturb_thm3_init_gradient,
                                         verify_thm3_init_gradient)
@@ -166,7 +166,8 @@ def exact_check(ctx: CheckContext) -> CheckOutcome:
     control = Control("a shuffled parent label: at every position a uniformly drawn other candidate is claimed to be "
                       "the parent, judged by the same argmax rule",
                       {"violations": control_violations, "cases": control_cases},
-                      rejected=_decide_argmax(control_violations, identities.values()) != "pass")
+                      rejected=_decide_argmax(control_violations, identities.values()) != "pass",
+                      margin=ControlMargin("violations", control_violations, 0, units="positions"))
     instance = None
     if verdict == "fail":
         failing = [i for i, k in stored if not k["holds"]]
@@ -288,7 +289,8 @@ def pibar_check(ctx: CheckContext) -> CheckOutcome:
     control = Control("a shuffled parent label (the sweep's uniformly drawn other candidate), same argmax rule in "
                       "the π̄ form", {"violations": control_violations,
                                       "cases": counts.get("positions", 0) - counts.get("control/ties/exact", 0)},
-                      rejected=_decide_argmax(control_violations, [0.0]) != "pass")
+                      rejected=_decide_argmax(control_violations, [0.0]) != "pass",
+                      margin=ControlMargin("violations", control_violations, 0, units="positions"))
     refuted = [f for f in findings if f.status == "refuted"]
     figures = [_pibar_figure(ctx, stored[0][0])] if stored else []
     return CheckOutcome(
@@ -579,10 +581,14 @@ def monte_carlo_check(ctx: CheckContext) -> CheckOutcome:
         reason="a margin interval straddles 0 or an estimate disagrees" if verdict == "inconclusive" else "")
 
 
+#: Largest per-chain |autograd − closed form| of the model check's gradient that reads as equal.
+CLOSED_FORM_ATOL = 1e-10
+
+
 def _decide_gradient(result: dict) -> str:
-    """fail when the per-chain closed form is off by > 1e-10 or the mean is > 6 standard errors from its exact
-    expectation; pass when within 4; inconclusive in between."""
-    if result["closed_form_max_error"] > 1e-10 or result["max_z"] > 6:
+    """fail when the per-chain closed form is off by > CLOSED_FORM_ATOL or the mean is > 6 standard errors from its
+    exact expectation; pass when within 4; inconclusive in between."""
+    if result["closed_form_max_error"] > CLOSED_FORM_ATOL or result["max_z"] > 6:
         return "fail"
     return "pass" if result["max_z"] <= 4 else "inconclusive"
 
@@ -619,7 +625,8 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
                       {"closed_form_max_error": wrong["closed_form_max_error"], "max_z": wrong["max_z"],
                        # h = 1 has one candidate: the gradient is exactly 0 there (z infinite against J ≠ 0)
                        "max_z_where_the_stderr_is_positive": wrong["max_finite_z"]},
-                      _decide_gradient(wrong) == "fail")
+                      _decide_gradient(wrong) == "fail",
+                      margin=ControlMargin("closed_form_max_error", wrong["closed_form_max_error"], CLOSED_FORM_ATOL))
     results = real["results"]
     closed, z = real["closed_form_max_error"], real["max_z"]
     parent_top = all(row["argmax_is_parent"] for r in results.values() for row in r["rows"])
@@ -630,7 +637,7 @@ def model_check(ctx: CheckContext) -> CheckOutcome:
         verdict=verdict,
         measured={"closed_form_max_error": closed, "max_z": z, "n": n, "true_parent_has_largest_exact_gradient":
                   parent_top, "parents": parents.tolist()},
-        threshold={"closed_form_max_error": 1e-10, "max_z_pass": 4, "max_z_fail": 6},
+        threshold={"closed_form_max_error": CLOSED_FORM_ATOL, "max_z_pass": 4, "max_z_fail": 6},
         summary=f"Per context, autograd −∂ℓ/∂p̂ through the real model equals (1/h)(π(x_h|x_h')/π̄ − 1) to "
                 f"{closed:.1e}; its mean over {n} chains matches numerics.init_gradient (exact) with largest "
                 f"|z| = {z:.2f} over all h, h' and both μ₀. Control: with the marginal P(x_h) in place of π̄ the same "
