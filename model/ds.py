@@ -260,7 +260,7 @@ def torch_threads(n: int | None):
 
 
 @dataclass
-class TrainConfig:
+class DSTrainConfig:
     """Optimisation of the DS models: Adam with cosine decay; the FFN selector has its own rate."""
     steps: int = 1500
     batch_size: int = 256
@@ -270,7 +270,7 @@ class TrainConfig:
     threads: int | None = 1  # torch intra-op threads while training (restored after); None keeps the current
 
 
-def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: TrainConfig, *, device="cpu", quiet: bool = True,
+def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: DSTrainConfig, *, device="cpu", quiet: bool = True,
                     models: list[DSModel] | None = None) -> tuple[list[DSModel], list[dict]]:
     """Train several :class:`DSModel` side by side on the same batches (sampling is shared, the comparison
     is paired), each with squared error on the query (positions h >= 1), Adam, cosine decay.
@@ -316,11 +316,11 @@ def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: TrainConfig, *, de
 
 def ds_cosine(steps: int, step: int) -> float:
     """The DS runs' learning-rate factor: cosine decay from 1 to 0 over ``steps``, no warm-up (each model's rate
-    is this times its own, ``TrainConfig.lr`` or ``ffn_lr``)."""
+    is this times its own, ``DSTrainConfig.lr`` or ``ffn_lr``)."""
     return 0.5 * (1 + math.cos(math.pi * min(step, steps) / steps))
 
 
-def ds_trainee(models, losses, A, rho, cfg: DSModelConfig, train: TrainConfig, rng: np.random.Generator) -> Trainee:
+def ds_trainee(models, losses, A, rho, cfg: DSModelConfig, train: DSTrainConfig, rng: np.random.Generator) -> Trainee:
     """Several DS models in the loop on shared batches (drawn in turn from ``rng``: the comparison is paired): one
     Adam group per model at its own rate; the loss is the sum of the models' squared errors, whose gradient for
     each model is its own loss's (the models share no weight). Each model's loss of every step goes to
@@ -403,7 +403,7 @@ class DSExperiment:
     L: int = 30
     rho: float = 0.5
     selectors: tuple = SELECTORS
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: DSTrainConfig = field(default_factory=DSTrainConfig)
     L_values: tuple = tuple(range(1, 31))
     n_eval: int = 2000
     copier: str = "learned"
@@ -462,7 +462,7 @@ def train_ds_preset(*, steps=None, seed=0, device="auto", out=None, quiet=False,
     """
     if steps is not None and (not isinstance(steps, int) or steps < 1):
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    exp = DSExperiment(train=TrainConfig(steps=1500 if steps is None else steps, seed=int(seed)), n_eval=n_eval)
+    exp = DSExperiment(train=DSTrainConfig(steps=1500 if steps is None else steps, seed=int(seed)), n_eval=n_eval)
     out_dir = Path(out) if out is not None else Path("runs") / f"ds-seed{seed}"
     out_dir = prepare_run_dir(out_dir, resume=resume, force=force)
     models = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from bma_verify.model.ds import (DSModel, DSModelConfig, TrainConfig, evaluate_ds_model, evaluation_rng, model_outputs,
+from bma_verify.model.ds import (DSModel, DSModelConfig, DSTrainConfig, evaluate_ds_model, evaluation_rng, model_outputs,
                                  train_ds_models)
 from bma_verify.numerics.ds import check_orthogonal, check_rho, ds_parent_posterior
 from bma_verify.numerics.ds_fit import exact_score_parameters
@@ -43,7 +43,7 @@ def shrunk_key_norm_evaluations(A, rho, cfg: DSModelConfig, scales, L_values, *,
                                         rng=evaluation_rng(seed)) for s in scales}
 
 
-def train_and_evaluate(cfg: DSModelConfig, A, rho, train: TrainConfig, L_values, *, n_eval: int,
+def train_and_evaluate(cfg: DSModelConfig, A, rho, train: DSTrainConfig, L_values, *, n_eval: int,
                        quiet: bool = True) -> dict:
     """Train one model (:func:`model.ds.train_ds_models`) and evaluate it (:func:`model.ds.evaluate_ds_model`) on
     the contexts of :func:`model.ds.evaluation_rng` (those of :func:`model.ds.run_ds_experiment` with the same

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bma_verify.model.ds import (DSModel, DSModelConfig, TrainConfig, evaluate_ds_model, pad_context, train_ds_models,
+from bma_verify.model.ds import (DSModel, DSModelConfig, DSTrainConfig, evaluate_ds_model, pad_context, train_ds_models,
                                  train_ds_preset, training_batch)
 from bma_verify.model.ds_runs import (exact_key_norm_model, final_train_loss, shrunk_key_norm_evaluations,
                                       train_and_evaluate)
@@ -95,7 +95,7 @@ def test_training_closes_the_gap_only_with_the_key_norm_feature():
     rng = np.random.default_rng(5)
     A = random_orthogonal(3, rng=rng)
     cfgs = [DSModelConfig(d=3, H=6, L=6, selector=s, copier="exact") for s in ("bilinear", "key-norm")]
-    models, hist = train_ds_models(cfgs, A, RHO, TrainConfig(steps=200, batch_size=128, seed=1))
+    models, hist = train_ds_models(cfgs, A, RHO, DSTrainConfig(steps=200, batch_size=128, seed=1))
     assert all(len(h["loss"]) == 200 for h in hist)
     ev = [evaluate_ds_model(m, A, RHO, [2], n_eval=600, rng=np.random.default_rng(9)) for m in models]
     bil, kn = ev[0], ev[1]
@@ -145,7 +145,7 @@ def test_bad_configuration_and_input_are_rejected():
     with pytest.raises(ValueError, match="steps"):
         train_ds_preset(steps=0)
     with pytest.raises(ValueError, match="A must be orthogonal"):
-        train_ds_models([DSModelConfig(d=3, H=4, L=2)], 2 * np.eye(3), RHO, TrainConfig(steps=1))
+        train_ds_models([DSModelConfig(d=3, H=4, L=2)], 2 * np.eye(3), RHO, DSTrainConfig(steps=1))
     with pytest.raises(ValueError, match="rho"):
         evaluate_ds_model(model, np.eye(3), 1.2, [1], n_eval=4, rng=np.random.default_rng(0))
 
@@ -161,7 +161,7 @@ def test_training_does_not_depend_on_torchs_global_rng(selector):
     weights = []
     for global_seed in (1, 2):
         torch.manual_seed(global_seed)
-        (model,), _ = train_ds_models([cfg], A, 0.5, TrainConfig(steps=3, batch_size=8, seed=5))
+        (model,), _ = train_ds_models([cfg], A, 0.5, DSTrainConfig(steps=3, batch_size=8, seed=5))
         weights.append({k: v.clone() for k, v in model.state_dict().items()})
     for name in weights[0]:
         assert torch.equal(weights[0][name], weights[1][name]), name
@@ -235,9 +235,9 @@ def test_short_seeded_training_of_the_ffn_lowers_the_gap():
     rng = np.random.default_rng(5)
     A = random_orthogonal(3, rng=rng)
     cfg = DSModelConfig(d=3, H=6, L=6, selector="ffn", copier="exact", ffn_hidden=8, ffn_spare=1)
-    train = TrainConfig(steps=150, batch_size=32, ffn_lr=0.05, seed=1)
+    train = DSTrainConfig(steps=150, batch_size=32, ffn_lr=0.05, seed=1)
     (model,), (hist,) = train_ds_models([cfg], A, RHO, train)
-    (init,), _ = train_ds_models([cfg], A, RHO, TrainConfig(steps=1, batch_size=2, lr=0.0, ffn_lr=0.0, seed=1))
+    (init,), _ = train_ds_models([cfg], A, RHO, DSTrainConfig(steps=1, batch_size=2, lr=0.0, ffn_lr=0.0, seed=1))
     ev, ev0 = (evaluate_ds_model(m, A, RHO, [2], n_eval=600, rng=np.random.default_rng(9)) for m in (model, init))
     assert ev0["gap"][0] > 0.1
     assert ev["gap"][0] + 3 * ev["gap_se"][0] < 0.5 * (ev0["gap"][0] - 3 * ev0["gap_se"][0])
@@ -266,7 +266,7 @@ def test_shrunk_exact_key_norm_model_is_off_bma_and_trained_evaluation_uses_the_
     with pytest.raises(ValueError, match="scale must be a finite number"):
         exact_key_norm_model(A, RHO, kn, -1.0)
     cfg = DSModelConfig(d=3, H=5, L=4, selector="ffn", copier="exact", ffn_hidden=4, ffn_spare=1)
-    train = TrainConfig(steps=1, batch_size=2, lr=0.0, ffn_lr=0.0, seed=5)
+    train = DSTrainConfig(steps=1, batch_size=2, lr=0.0, ffn_lr=0.0, seed=5)
     runs = [train_and_evaluate(cfg, A, RHO, train, (1, 3), n_eval=20) for _ in range(2)]
     assert runs[0]["eval"] == runs[1]["eval"]
     assert final_train_loss({"loss": list(range(20))}) == 18.5  # the mean of the last 10 % (2 of 20 steps)

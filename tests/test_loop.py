@@ -56,7 +56,7 @@ def test_the_loop_takes_the_steps_written_out_by_hand():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(by_hand.parameters(), 1.0)
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     assert torch.equal(model.weight, by_hand.weight) and torch.equal(model.bias, by_hand.bias)
     assert progress.losses == losses and progress.step == 20
     assert progress.curves["step"] == [5, 10, 15, 20] and progress.curves["train_loss"] == losses[4::5]
@@ -99,3 +99,23 @@ def test_window_means_and_schedule_checks():
     for bad in ({"steps": -1}, {"ema": 1.0}, {"eval_every": 0}, {"checkpoint_every": 1.5}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             Schedule(**({"steps": 5, "learning_rate": lambda s: 0.1} | bad))
+
+
+def test_there_is_one_training_loop_and_one_train_config():
+    # reference: the package's source read as text (ast): an optimiser steps only in model/loop.py, and one class is
+    # named TrainConfig (the DS runs' optimisation settings are DSTrainConfig)
+    import ast
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    stepping, configs = [], []
+    for folder in ("theory", "numerics", "model", "reports"):
+        for path in sorted((root / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step"
+                        and not node.args and not node.keywords):
+                    stepping.append(str(path.relative_to(root)))
+                if isinstance(node, ast.ClassDef) and node.name == "TrainConfig":
+                    configs.append(str(path.relative_to(root)))
+    assert sorted(set(stepping)) == ["model/loop.py"], stepping
+    assert configs == ["model/train_config.py"], configs

@@ -21,7 +21,7 @@ import numpy as np
 
 from bma_verify.model.convergence import RULE as PLATEAU_RULE
 from bma_verify.model.convergence import runs_plateau, trace_plateau
-from bma_verify.model.ds import DSExperiment, DSModelConfig, TrainConfig, run_ds_experiment
+from bma_verify.model.ds import DSExperiment, DSModelConfig, DSTrainConfig, run_ds_experiment
 from bma_verify.model.ds_runs import attention_maps, shrunk_key_norm_evaluations, train_and_evaluate
 from bma_verify.numerics.ds import random_orthogonal, sample_ds_task
 from bma_verify.numerics.ds_fit import bilinear_only_log_posterior, exact_score_parameters, score_gap_curve
@@ -88,7 +88,7 @@ def protocol(tier: str) -> dict:
     ``reports.protocol``): sizes, readings, tolerances, the training config and the control's power scales."""
     s = SIZES[tier]
     return {"sizes": s, "readings": READINGS, "task": {"d": D, "H": H, "rho": RHO},
-            "training": run_plan(TrainConfig(steps=s["steps"], batch_size=s["batch"])),
+            "training": run_plan(DSTrainConfig(steps=s["steps"], batch_size=s["batch"])),
             "fit_resolution": FIT_RESOLUTION, "key_norm_tol": KEY_NORM_TOL, "ffn_trains": tier in FFN_TIERS,
             "control": {"power_scales": POWER_SCALES}}
 
@@ -133,10 +133,10 @@ def _seeds(ctx: CheckContext) -> list[int]:
     return training_seeds(ctx, "prop2-ds")
 
 
-def _train_config(ctx: CheckContext, seed: int, **overrides) -> TrainConfig:
+def _train_config(ctx: CheckContext, seed: int, **overrides) -> DSTrainConfig:
     """The training configuration of the report's DS models on training seed ``seed``."""
     s = _sizes(ctx)
-    return TrainConfig(**{"steps": s["steps"], "batch_size": s["batch"], "seed": seed, **overrides})
+    return DSTrainConfig(**{"steps": s["steps"], "batch_size": s["batch"], "seed": seed, **overrides})
 
 
 def _trained(ctx: CheckContext, seed: int) -> dict:
