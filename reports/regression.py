@@ -129,4 +129,22 @@ def compare_results(reference: dict, current: dict, *, other_processor: list | N
                 if not _close(ref_values[name], new_values[name], tol):
                     moved.append(f"{claim['id']} {check['function']}: {name} moved from {ref_values[name]!r} to "
                                  f"{new_values[name]!r} (tolerance {tol or {'abs': DEFAULT_ABS}})")
+            if other_processor is None:
+                moved += [f"{claim['id']} {check['function']}: {m}" for m in seed_values_moved(ref, check, tolerances)]
+    return moved
+
+
+def seed_values_moved(ref: dict, check: dict, tolerances: dict) -> list[str]:
+    """Every training seed's value of each metric (``seeds.metrics.<name>.values``) that moved beyond the tolerance
+    the check states for ``<name>``. A metric with no stated tolerance is not compared seed by seed (its first
+    seed's value is, under ``measured``); nor is any on another processor, where a seed at a transition may settle
+    elsewhere (``compare_results``)."""
+    ref_metrics = (ref.get("seeds") or {}).get("metrics") or {}
+    new_metrics = (check.get("seeds") or {}).get("metrics") or {}
+    moved = []
+    for name in sorted(set(ref_metrics) & set(new_metrics)):
+        tol = _tolerance_for(name, tolerances)
+        before, after = ref_metrics[name].get("values"), new_metrics[name].get("values")
+        if tol is not None and not _close(before, after, tol):
+            moved.append(f"seeds' {name} moved from {before!r} to {after!r} (tolerance {tol})")
     return moved

@@ -193,3 +193,20 @@ def test_cpu_identity_reads_the_first_processor_block():
             "processor\t: 1\nvendor_id\t: AuthenticAMD\n")
     assert cpu_identity(info) == "GenuineIntel 6/143: Intel(R) Xeon(R) Platinum [avx avx2 fma avx512f amx_tile]"
     assert cpu_identity("") is None
+
+
+def _with_seeds(values, tolerance=0.01):
+    out = _model_check("pass", "")
+    check = out["claims"][0]["checks"][0]
+    check["tolerances"]["lpa"] = {"abs": tolerance}
+    check["seeds"] = {"metrics": {"lpa": {"values": values}, "untoleranced": {"values": values}}}
+    return out
+
+
+def test_every_seeds_value_is_compared_within_its_tolerance_on_the_reference_processor():
+    # reference: seed values moved by hand, one within the stated tolerance of 0.01 and one beyond it
+    reference = _with_seeds([0.1, 0.2, 0.3])
+    assert compare_results(reference, _with_seeds([0.1, 0.205, 0.3])) == []
+    moved = compare_results(reference, _with_seeds([0.1, 0.2, 0.5]))
+    assert len(moved) == 1 and "seeds' lpa moved" in moved[0]  # 'untoleranced' is not compared seed by seed
+    assert compare_results(reference, _with_seeds([0.1, 0.2, 0.5]), other_processor=[]) == []
