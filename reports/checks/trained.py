@@ -27,7 +27,7 @@ from bma_verify.model.presets import train_config
 from bma_verify.model.seeds import report_training_seeds
 from bma_verify.model.train_config import GPTOptions
 from bma_verify.model.training import eval_batch
-from bma_verify.reports.core import CheckContext, Control, PositiveControl
+from bma_verify.reports.core import CheckContext, Control, ControlMargin, PositiveControl
 from bma_verify.reports.plans import preset_configs, train_preset_runs
 from bma_verify.reports.protocol import CONTINUED, COUNT_FRACTION, SEEDS_PER_TIER, protocol, protocol_hash
 
@@ -297,6 +297,13 @@ def fig2_values(ctx: CheckContext, metrics: dict) -> dict:
             "accuracy_shortfall": (metrics["bma_parent_accuracy"] - metrics["parent_accuracy"],
                                    t["accuracy_shortfall"], True),
             "parent_loss_gap": (metrics["parent_loss_gap"], t["parent_loss_gap"], True)}
+
+
+def fig2_near_miss_margin(ctx: CheckContext, metrics: dict) -> ControlMargin:
+    """fig2's rule rejects a near miss when any value fails beyond its threshold plus its noise band
+    (:func:`fig2_sides`): the margin is the value furthest beyond that edge, on the near miss's ``metrics``."""
+    return max((ControlMargin.beyond_band(name, value, threshold, FIG2_BANDS[name])
+                for name, (value, threshold, _) in fig2_values(ctx, metrics).items()), key=lambda m: m.distance)
 
 
 def fig2_sides(ctx: CheckContext, metrics: dict) -> dict:

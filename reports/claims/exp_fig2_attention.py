@@ -16,12 +16,13 @@ from bma_verify.model import figures
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.checks.trained import (FIG2_BANDS, LOSS_COLUMNS, NOISE_BAND, THRESHOLDS, TRAINED_TOL,
                                                combine_sides, confirm_misses, count_verdict, draw_figure, fig2_judge,
+                                               fig2_near_miss_margin,
                                                fig2_sides, fig2_threshold, fig2_values, ideal_control, seed_keys,
                                                why_unconfirmed, loss_split_rows, near_miss_control, power_text,
                                                run_assumptions, run_convergence, seeded_runs, seeds_record, seeds_text,
                                                trained_runs, training_seeds)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, Table
+from bma_verify.reports.core import CheckContext, CheckOutcome, Control, Table
 from bma_verify.reports.plans import preset_configs
 from bma_verify.reports.protocol import run_plan
 
@@ -59,13 +60,6 @@ def seed_values(metrics: dict) -> dict:
     return {"gap_to_bma": metrics["gap_to_bma"], "parent_loss_gap": metrics["parent_loss_gap"],
             "accuracy_shortfall": metrics["bma_parent_accuracy"] - metrics["parent_accuracy"],
             "parent_accuracy": metrics["parent_accuracy"]}
-
-
-def near_miss_margin(ctx: CheckContext, metrics: dict) -> ControlMargin:
-    """fig2's rule rejects a near miss when any value fails beyond its threshold plus its noise band
-    (:func:`fig2_sides`): the margin is the value furthest beyond that edge, on the near miss's ``metrics``."""
-    return max((ControlMargin.beyond_band(name, value, threshold, FIG2_BANDS[name])
-                for name, (value, threshold, _) in fig2_values(ctx, metrics).items()), key=lambda m: m.distance)
 
 
 def _losses(ctx: CheckContext, metrics: dict) -> tuple[dict, list]:
@@ -114,7 +108,7 @@ def exp_fig2_attention(ctx: CheckContext) -> CheckOutcome:
                          more)
     run = all_runs[0]
     control = near_miss_control(ctx, run, fig2_sides)
-    control = replace(control, margin=near_miss_margin(ctx, control.measured))
+    control = replace(control, margin=fig2_near_miss_margin(ctx, control.measured))
     measured, rows = _losses(ctx, run.metrics)
     return CheckOutcome(
         verdict=verdict, measured=measured,

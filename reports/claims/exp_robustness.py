@@ -20,12 +20,11 @@ from bma_verify.model.gpt_training import GPT_READINGS, GPT_SHARED, KL_RESOLUTIO
 from bma_verify.model.presets import train_config
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.checks.trained import (NOISE_BAND, THRESHOLDS, combine_sides, confirm_misses, count_rule_text,
-                                               count_verdict, fig2_judge, fig2_sides, half_examples, ideal_control,
-                                               near_miss_control, power_text, run_convergence, seeds_record,
-                                               seeds_text, threshold_side, train_in_workers, training_seeds,
-                                               why_unconfirmed)
+                                               count_verdict, fig2_judge, fig2_near_miss_margin, fig2_sides,
+                                               half_examples, ideal_control, near_miss_control, power_text,
+                                               run_convergence, seeds_record, seeds_text, threshold_side,
+                                               train_in_workers, training_seeds, why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.claims.exp_fig2_attention import near_miss_margin
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table
 from bma_verify.reports.plans import preset_configs
 from bma_verify.reports.protocol import run_plan
@@ -200,7 +199,7 @@ def _reading(ctx: CheckContext, label: str, seeds: list[int]) -> dict:
         control = gpt_control(runs[0])
     else:
         control = near_miss_control(ctx, runs[0], fig2_sides)
-        control = replace(control, margin=near_miss_margin(ctx, control.measured))
+        control = replace(control, margin=fig2_near_miss_margin(ctx, control.measured))
     return {"label": label, "verdict": verdict, "reason": reason, "converged": converged, "control": control,
             "seeds": record, "run": runs[0],
             "first": per_seed[0]["values"]}
