@@ -12,10 +12,14 @@ budget and its miss does not count (``reports.checks.trained.count_verdict``).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
+
+import numpy as np
 
 from bma_verify.model.attention_only import AttentionOnlyConfig, train_attention_only
 from bma_verify.model.dag_training import DagTrainConfig, train_dag
+from bma_verify.model.ds import DSExperiment, DSTrainConfig, evaluate_ds_model, evaluation_rng, train_ds_models
 from bma_verify.model.selective_training import SelectiveTrainConfig, train_selective
 from bma_verify.model.train_config import GPTOptions
 from bma_verify.model.training import TrainRun, train
@@ -39,6 +43,8 @@ def continue_run(run: TrainRun | dict, *, quiet: bool = True) -> TrainRun | dict
     """The continuation of ``run``: ``run``'s config with ``(FACTOR − 1) × steps`` steps, from its final weights, on
     the batches after its own. ``run`` is a :func:`bma_verify.model.training.train` or ``train_gpt`` run, or a run
     record of a kind in :data:`RECORD_KINDS` that still holds its ``"model"``."""
+    if isinstance(run, dict) and run.get("kind") == "ds-experiment":
+        return continue_ds_experiment(run, quiet=quiet)
     if isinstance(run, dict):
         if run.get("kind") not in RECORD_KINDS or "model" not in run:
             raise ValueError(f"run must be a TrainRun or a run record of a kind in {', '.join(RECORD_KINDS)} holding "
@@ -60,6 +66,27 @@ def continue_run(run: TrainRun | dict, *, quiet: bool = True) -> TrainRun | dict
         continued = train(config, quiet=quiet, warm_start=run.model, step_offset=offset)
     continued.metrics["step_offset"] = offset
     return continued
+
+
+def continue_ds_experiment(run: dict, *, quiet: bool = True) -> dict:
+    """The continuation of a :func:`bma_verify.model.ds.run_ds_experiment` record: copies of its models trained
+    ``(FACTOR − 1) × steps`` more together (Adam afresh, the cosine restarted), on batches of a stream of their own
+    (the DS batches come from one stream per run, not per step: ``train_ds_models``' ``step_offset``), then evaluated
+    on the run's evaluation contexts."""
+    config = run["config"]
+    exp = DSExperiment(**{**config, "train": DSTrainConfig(**config["train"]), "selectors": tuple(config["selectors"]),
+                          "L_values": tuple(config["L_values"])})
+    offset = int(run.get("step_offset", 0)) + exp.train.steps
+    train = dataclasses.replace(exp.train, steps=(FACTOR - 1) * exp.train.steps)
+    A = np.asarray(run["A"])
+    models = [copy.deepcopy(run["models"][s]) for s in exp.selectors]
+    models, histories = train_ds_models([m.cfg for m in models], A, exp.rho, train, models=models,
+                                        step_offset=offset, quiet=quiet)
+    metrics = {s: {"history": h, "eval": evaluate_ds_model(m, A, exp.rho, exp.L_values, n_eval=exp.n_eval,
+                                                           rng=evaluation_rng(exp.train.seed))}
+               for s, m, h in zip(exp.selectors, models, histories)}
+    return {"kind": "ds-experiment", "config": dataclasses.asdict(dataclasses.replace(exp, train=train)),
+            "A": run["A"], "models": dict(zip(exp.selectors, models)), "metrics": metrics, "step_offset": offset}
 
 
 def continuation_test(before: float, after: float, threshold: float, *, upper: bool = True,

@@ -271,7 +271,7 @@ class DSTrainConfig:
 
 
 def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: DSTrainConfig, *, device="cpu", quiet: bool = True,
-                    models: list[DSModel] | None = None) -> tuple[list[DSModel], list[dict]]:
+                    models: list[DSModel] | None = None, step_offset: int = 0) -> tuple[list[DSModel], list[dict]]:
     """Train several :class:`DSModel` side by side on the same batches (sampling is shared, the comparison
     is paired), each with squared error on the query (positions h >= 1), Adam, cosine decay.
 
@@ -285,7 +285,11 @@ def train_ds_models(cfgs: list[DSModelConfig], A, rho, train: DSTrainConfig, *, 
     if A.shape[0] != cfgs[0].d:
         raise ValueError(f"A must be ({cfgs[0].d}, {cfgs[0].d}) to match the configs' d, got {A.shape}")
     device = resolve_device(device) if isinstance(device, str) else device
-    rng = np.random.default_rng(np.random.SeedSequence([train.seed, 1]))
+    if not isinstance(step_offset, int) or step_offset < 0:
+        raise ValueError(f"step_offset must be an integer >= 0, got {step_offset!r}")
+    # the batches come from one stream per run, drawn in turn; a continuation (step_offset > 0: the run's steps so
+    # far) draws from a stream of its own, which the run never saw
+    rng = np.random.default_rng(np.random.SeedSequence([train.seed, 1] + ([step_offset] if step_offset else [])))
     gen = torch.Generator().manual_seed(train.seed)
     if models is None:
         models = []
@@ -445,7 +449,7 @@ def run_ds_experiment(exp: DSExperiment, *, A=None, device="auto", quiet: bool =
         metrics[selector] = {"history": histories[selector],
                              "eval": evaluate_ds_model(models[selector], A, exp.rho, exp.L_values,
                                                        n_eval=exp.n_eval, rng=evaluation_rng(exp.train.seed))}
-    return {"config": asdict(exp), "A": A.tolist(), "models": models, "metrics": metrics}
+    return {"kind": "ds-experiment", "config": asdict(exp), "A": A.tolist(), "models": models, "metrics": metrics}
 
 
 def train_ds_preset(*, steps=None, seed=0, device="auto", out=None, quiet=False, resume=False,

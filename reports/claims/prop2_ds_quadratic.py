@@ -26,8 +26,8 @@ from bma_verify.model.ds_runs import attention_maps, shrunk_key_norm_evaluations
 from bma_verify.numerics.ds import random_orthogonal, sample_ds_task
 from bma_verify.numerics.ds_fit import bilinear_only_log_posterior, exact_score_parameters, score_gap_curve
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
-from bma_verify.reports.checks.trained import (count_verdict, ideal_control, seeds_record, training_seeds,
-                                               untrained_record)
+from bma_verify.reports.checks.trained import (confirm_misses, count_verdict, ideal_control, seed_keys, seeds_record,
+                                               training_seeds, untrained_record, why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.claims import prop2_ds_quadratic_report as render
 from bma_verify.reports.claims.prop2_ds_quadratic_report import Readings
@@ -254,6 +254,15 @@ def _decide_models(gap_model: dict, closing_model: dict) -> dict:
             "closing_gap_upper": closing_upper}
 
 
+def judge_models(result: dict) -> tuple[str, dict]:
+    """The trained check's rule on a run of the bilinear and key-norm models as a continuation judge
+    (``reports.checks.trained.confirm_misses``): the status and its three bounds with their thresholds."""
+    rule = _decide_models(result["metrics"]["bilinear"]["eval"], result["metrics"]["key-norm"]["eval"])
+    return rule["verdict"], {"small_L_gap_lower": (rule["small_L_gap_lower"], GAP_TOL, False),
+                             "late_L_gap_upper": (rule["late_L_gap_upper"], GAP_TOL, True),
+                             "closing_gap_upper": (rule["closing_gap_upper"], CLOSES_TOL, True)}
+
+
 def _trained_convergence(bil: dict, fit: dict, plateau: dict) -> dict:
     """Converged (the trained check's criterion): the bilinear and key-norm runs' loss records have plateaued
     (``plateau``, :func:`model.convergence.trace_plateau` per run). Reported beside it, not deciding: whether the
@@ -405,9 +414,11 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
                            for name in ("bilinear", "key-norm")}) for r in results]
     rules = [_decide_models(ev["bilinear"], ev["key-norm"]) for ev in evs]
     statuses = [rule["verdict"] for rule in rules]
-    verdict, reason, converged = count_verdict(statuses, tests)
+    more = confirm_misses(ctx, "prop2-ds", results, statuses, tests, judge_models, seed_keys(ctx, "prop2-ds", "models"),
+                          objective="bilinear training loss")
+    verdict, reason, converged = count_verdict(statuses, tests, more, why_unconfirmed=why_unconfirmed(ctx, "prop2-ds"))
     record = seeds_record(seeds, statuses, tests, [{k: rule[k] for k in ("small_L_gap_lower", "late_L_gap_upper",
-                                                                         "closing_gap_upper")} for rule in rules])
+                                                                         "closing_gap_upper")} for rule in rules], more)
     ev, rule, result = evs[0], rules[0], results[0]  # the first seed's run: measured, tables and figures
     control = _models_control(ev["bilinear"], power)
     conv = _trained_convergence(ev["bilinear"], fit, tests[0])

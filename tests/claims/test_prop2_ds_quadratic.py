@@ -13,6 +13,7 @@ from bma_verify.model.ds_runs import shrunk_key_norm_evaluations
 from bma_verify.numerics.ds import ds_log_parent_posterior
 from bma_verify.numerics.ds_fit import bilinear_only_log_posterior
 from bma_verify.reports.checks.trained import training_seeds
+from bma_verify.reports.checks import trained
 from bma_verify.reports.core import NOT_CONVERGED, NOT_DISCRIMINATING, CheckContext, jsonable, settle
 
 # L' = 20 closes the curve: the fit at L' = 30 takes 3x the iterations (the gap there is at 1e-7 nats).
@@ -162,6 +163,8 @@ def planted_models(ctx, monkeypatch):
              1.0: _eval([1e-12] * 3)}
     monkeypatch.setattr(prop2, "power_evaluations", lambda c: power)
     monkeypatch.setattr(prop2.render, "attention_figure", lambda *a, **k: "attention.png")
+    # a planted run holds no model: its continuation (the miss rule) is itself, a run more training does not move
+    monkeypatch.setattr(trained, "continue_run", lambda run, quiet=True: run)
     return results, ffns, power
 
 
@@ -198,7 +201,7 @@ def test_trained_models_count_rule_and_unconverged_seeds(ctx, planted_models):
     results[seeds[2]] = _result(A, [0.05] * 3)
     out = prop2.prop2_trained_models(ctx)
     assert out.verdict == "inconclusive" and out.reason.startswith(
-        "count rule undecided, misses unconfirmed: 2 of 3 seeds meet")
+        "count rule undecided: 2 of 3 seeds meet the rule, 1 miss it (each confirmed by its continuation)")
     for seed in seeds:
         results[seed] = _result(A, [0.002] * 3, loss=FALLING_LOSS)
     out = prop2.prop2_trained_models(ctx)
@@ -207,8 +210,8 @@ def test_trained_models_count_rule_and_unconverged_seeds(ctx, planted_models):
 
 def test_trained_models_miss_on_converged_key_norm_selectors_frozen_off_bma(ctx, planted_models):
     # Stand-in that cannot represent BMA: the key-norm selector frozen at 0.5 × its exact weights (a tempered
-    # posterior, evaluated against the exact posterior), flat loss records on every seed: every seed misses; the DS
-    # runs have no continuation built (reports.protocol.CONTINUED), so the misses stay unconfirmed: inconclusive.
+    # posterior, evaluated against the exact posterior), flat loss records on every seed, and a continuation that does
+    # not move it: every seed's miss is confirmed, NOT REPRODUCED.
     results, _, _ = planted_models
     A = prop2.instance_A(ctx)
     cfg = prop2.DSModelConfig(selector="key-norm", d=prop2.D, H=prop2.H, L=prop2.TRAIN_L, copier="exact")
@@ -219,8 +222,7 @@ def test_trained_models_miss_on_converged_key_norm_selectors_frozen_off_bma(ctx,
         results[seed]["metrics"]["key-norm"]["eval"] = frozen
     out = prop2.prop2_trained_models(ctx)
     assert out.converged["plateaued"] and out.seeds["statuses"] == ["fail"] * 3
-    verdict, reason = settle(out)
-    assert verdict == "inconclusive" and "misses unconfirmed" in reason and out.seeds["counts"]["unconfirmed_miss"] == 3
+    assert settle(out)[0] == "fail" and out.seeds["counts"]["miss"] == 3
 
 
 def test_closing_tolerance_rejects_the_tempered_selector_that_gap_tol_accepted():
@@ -251,8 +253,8 @@ def test_trained_models_check_passes(ctx, monkeypatch):
 def test_trained_models_check_catches_a_key_norm_model_without_its_feature(ctx, monkeypatch):
     # Planted bug: the key-norm selector silently loses c Σ‖v‖² (it becomes bilinear). Training still
     # converges (the bilinear control reaches its optimum), so every seed must miss the rule and the check must not
-    # pass. The DS runs have no continuation built (reports.protocol.CONTINUED), so the misses stay unconfirmed and
-    # the verdict is inconclusive, saying so, rather than fail.
+    # pass; the continuation of each seed's runs (really trained: 2× the steps) cannot give the model the missing
+    # term, so each miss is confirmed: NOT REPRODUCED.
     original = DSModel.scores
 
     def scores_without_key_norm(self, v):
@@ -263,7 +265,8 @@ def test_trained_models_check_catches_a_key_norm_model_without_its_feature(ctx, 
     monkeypatch.setattr(DSModel, "scores", scores_without_key_norm)
     out = prop2.prop2_trained_models(ctx)
     assert out.seeds["statuses"] == ["fail"] * 3, out.summary
-    assert out.verdict == "inconclusive" and "misses unconfirmed" in out.reason
+    assert out.verdict == "fail" and out.seeds["counts"]["miss"] == 3, out.reason
+    assert all(c["confirmed"] and c["steps"] > 0 for c in out.converged["continuations"])
     assert out.measured["key_norm_max_gap"] > prop2.CLOSES_TOL
 
 
