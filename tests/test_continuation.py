@@ -90,3 +90,48 @@ def test_only_a_miss_can_be_confirmed():
         continuation_test(0.01, 0.01, 0.03)
     with pytest.raises(ValueError, match="step_offset"):
         training.train(TrainConfig(**SMALL, model=StructuredOptions()), step_offset=-1)
+
+
+def _records():
+    from bma_verify.model.attention_only import AttentionOnlyConfig, train_attention_only
+    from bma_verify.model.dag_training import DagTrainConfig, train_dag
+    from bma_verify.model.selective_training import SelectiveTrainConfig, train_selective
+    return {
+        "selective-induction": (train_selective(SelectiveTrainConfig(steps=20, batch_size=16, eval_contexts=50,
+                                                                     eval_every=10, seed=1000)), "lag_gap"),
+        "dag": (train_dag(DagTrainConfig(steps=20, batch_size=16, eval_contexts=50, eval_every=10, seed=1000)),
+                "lpa_gap"),
+        "attention-only": (train_attention_only(AttentionOnlyConfig(steps=20, batch_size=16, eval_sequences=50,
+                                                                    eval_every=10, seed=1000)), None),
+    }
+
+
+def test_a_run_record_continues_from_its_weights_on_the_data_steps_after_its_own():
+    # reference: the record's own final evaluation (the continuation's first evaluation is of the same weights) and
+    # its step count (the continuation's curve runs from step 20 to 40, twice the run's budget in all)
+    for kind, (run, key) in _records().items():
+        assert run["kind"] == kind
+        more = continue_run(run)
+        assert more["kind"] == kind and more["step_offset"] == 20, kind
+        assert [p[0] for p in more["curve"]] == [20, 30, 40], kind
+        assert more["curve"][0][1] == pytest.approx(run["curve"][-1][1], abs=1e-12), kind
+        if key is not None:
+            assert more["init"][key] == pytest.approx(run["final"][key], abs=1e-12), kind
+        assert not all(torch.equal(a, b) for a, b in zip(run["model"].parameters(), more["model"].parameters()))
+    with pytest.raises(ValueError, match="run record of a kind"):
+        continue_run({"kind": "unknown", "config": {}, "model": None})
+
+
+def test_a_ds_experiment_continues_copies_of_its_models_on_a_stream_of_its_own():
+    # reference: the run's models (left as they were: the continuation trains copies) and its evaluation contexts
+    from bma_verify.model.ds import DSExperiment, DSTrainConfig, run_ds_experiment
+    exp = DSExperiment(d=3, H=4, L=3, selectors=("bilinear", "key-norm"), copier="exact", L_values=(1, 3), n_eval=50,
+                       train=DSTrainConfig(steps=12, batch_size=8, seed=1000))
+    run = run_ds_experiment(exp, device="cpu")
+    before = {s: [p.detach().clone() for p in m.parameters()] for s, m in run["models"].items()}
+    more = continue_run(run)
+    assert more["kind"] == "ds-experiment" and more["step_offset"] == 12 and more["config"]["train"]["steps"] == 12
+    for s, model in run["models"].items():
+        assert all(torch.equal(a, b) for a, b in zip(before[s], model.parameters()))  # the run's models untouched
+        assert not all(torch.equal(a, b) for a, b in zip(before[s], more["models"][s].parameters()))
+        assert len(more["metrics"][s]["history"]["loss"]) == 12
