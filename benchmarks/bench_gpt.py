@@ -16,7 +16,7 @@ from torch.nn import functional as F
 from bma_verify.model.gpt import GPT
 from bma_verify.model.gpt_training import gpt_config, gpt_loss, stream_tokens
 from bma_verify.model.training import run_kernel, step_batch
-from bma_verify.reports.claims.exp_robustness import DECIDING_GPT
+from bma_verify.reports.claims.exp_robustness.claim import DECIDING_GPT
 from bma_verify.reports.plans import preset_configs
 
 #: The largest GPT step / encoder step accepted.

@@ -1,16 +1,13 @@
 """What the command names before it imports any check: the claims (id, module, kinds of check, a short statement), the
 tiers, the devices and the claims about a kernel. Standard library only.
 
-The claim modules import torch, SymPy, SciPy and matplotlib (seconds); ``bma-verify --help``, ``--version``,
-``check --list`` and the refusal of a bad argument need none of them and read this table instead.
-:mod:`reports.registry` imports the modules named here, in this order, and ``tests/test_catalog.py`` checks each
-module's ``CLAIM`` against its entry (id, section, kinds of check), so that the two cannot drift apart.
-
-A claim is either a module listed in :data:`LISTED` or a *claim folder* ``reports/claims/<claim_id>/`` (the id with
-``_`` for ``-``): its ``__init__.py`` holds ``CATALOG_ENTRY`` (id, section, kinds, short; standard library only),
-its ``claim.py`` the ``CLAIM``, and an optional ``plan.py`` its sizes per tier. Claim folders are discovered
-(:func:`folder_entries`), so adding one edits no table; ``bma-verify check --claims-dir DIR`` adds the claim folders
-of a folder of one's own (docs/adding-a-claim.md).
+Every claim is a *claim folder* ``reports/claims/<claim_id>/`` (the id with ``_`` for ``-``): its ``__init__.py``
+holds ``CATALOG_ENTRY`` (id, section, kinds, short; standard library only), its ``claim.py`` the ``CLAIM`` and its
+checks, and further modules what only that claim uses. ``claim.py`` imports torch, SymPy, SciPy and matplotlib
+(seconds); ``bma-verify --help``, ``--version``, ``check --list`` and the refusal of a bad argument read the
+``CATALOG_ENTRY`` only. Claim folders are discovered (:func:`folder_entries`), so adding one edits no table;
+``tests/test_catalog.py`` checks each ``CLAIM`` against its entry. ``bma-verify check --claims-dir DIR`` adds the
+claim folders of a folder of one's own (docs/adding-a-claim.md).
 """
 from __future__ import annotations
 
@@ -25,63 +22,21 @@ class ClaimEntry(NamedTuple):
     """One claim as the command lists it; the claim itself (statement, checks) is ``CLAIM`` of ``module``."""
 
     id: str
-    module: str  # the module of reports.claims that defines the claim's CLAIM ("<folder>.claim" for a claim folder)
+    module: str  # the module of reports.claims that defines the claim's CLAIM: "<folder>.claim"
     section: str  # "paper" or "beyond", as Claim.section
     kinds: tuple[str, ...]  # the kinds of its checks, each once, in the order of its checks
     short: str  # what it states, in one line (the precise statement: Claim.statement, ``check --list --json``)
 
 
-#: The claims that are modules of reports.claims: the paper's, in the order of the paper, then ours and the paper's
-#: footnote 1 ("Beyond the paper").
-LISTED: tuple[ClaimEntry, ...] = (
-    ClaimEntry("bma-score-identity", "bma_score_identity", "paper", ("symbolic", "exact", "model"),
-               "score = Σ_l log π(x_h | x_h'); its softmax is the parent posterior"),
-    ClaimEntry("prop1-invariance", "prop1_invariance", "paper", ("symbolic", "exact", "model"),
-               "W + 1aᵀ gives the same A^(2); W + b1ᵀ does not"),
-    ClaimEntry("thm1-construction", "thm1_construction", "paper", ("symbolic", "exact", "model"),
-               "the construction's A^(2) → the BMA posterior as β → ∞"),
-    ClaimEntry("lemma3-strict-dpi", "lemma3_strict_dpi", "paper", ("symbolic", "exact", "monte-carlo"),
-               "π ≥ ε > 0: I(x_h; x_h') ≤ α·I(x_h; x_pa) with α < 1"),
-    ClaimEntry("lemma4-loglik-gap", "lemma4_loglik_gap", "paper", ("symbolic", "exact", "monte-carlo"),
-               "log-likelihood gap of pa over h' = MI gap + E KL > 0"),
-    ClaimEntry("thm2-consistency", "thm2_consistency", "paper", ("monte-carlo", "symbolic", "model"),
-               "A^(2) → e_pa(h) as the number of examples L → ∞"),
-    ClaimEntry("thm3-init-gradient", "thm3_init_gradient", "paper", ("symbolic", "exact", "monte-carlo", "model"),
-               "at initialisation the largest expected gradient is on pa(h)"),
-    ClaimEntry("prop2-ds-quadratic", "prop2_ds_quadratic", "paper", ("symbolic", "exact", "model"),
-               "DS task: the BMA score is quadratic; no bilinear W matches it"),
-    ClaimEntry("exp-fig2-attention", "exp_fig2_attention", "paper", ("model",),
-               "Fig. 2: trained A^(2) puts its mass on the true parent"),
-    ClaimEntry("exp-fig3-parameters", "exp_fig3_parameters", "paper", ("model",),
-               "Fig. 3: trained w_H peaks at 0, W_KQ block-diagonal, σ(W_OV) ≈ π"),
-    ClaimEntry("exp-fig5-generalization", "exp_fig5_generalization", "paper", ("model",),
-               "Fig. 5: trained at small L, L_pa stays near BMA at other L'"),
-    ClaimEntry("exp-fig6-column-alignment", "exp_fig6_column_alignment", "paper", ("model",),
-               "Fig. 6: σ_col(W) aligns with σ_col(log π), unlike the rows"),
-    ClaimEntry("exp-robustness", "exp_robustness", "paper", ("model",),
-               "a standard GPT also learns the task, near BMA"),
-    ClaimEntry("ext-dag-posterior", "ext_dag_posterior", "beyond", ("exact",),
-               "k-parent DAGs: the set posterior is Bayes over every DAG"),
-    ClaimEntry("ext-dag-lemma4-sets", "ext_dag_lemma4_sets", "beyond", ("symbolic", "exact", "monte-carlo"),
-               "k-sets: the log-likelihood gap is an expected KL, ≥ 0"),
-    ClaimEntry("ext-dag-lemma3-sets", "ext_dag_lemma3_sets", "beyond", ("exact",),
-               "k-sets: I(x_h; x_S) ≤ I(x_h; x_T), ratio < 1 for disjoint S"),
-    ClaimEntry("ext-dag-thm3-sets", "ext_dag_thm3_sets", "beyond", ("exact",),
-               "k-sets: the largest initial gradient is on the true set"),
-    ClaimEntry("ext-dag-construction", "ext_dag_construction", "beyond", ("symbolic", "model"),
-               "k-sets: a construction whose attention is the set posterior"),
-    ClaimEntry("ext-dag-families", "ext_dag_families", "beyond", ("exact",),
-               "k = 2: which attention families can fit the set posterior"),
-    ClaimEntry("ext-dag-training", "ext_dag_training", "beyond", ("model",),
-               "k = 2: copier + pair attention trains to the set posterior"),
-    ClaimEntry("footnote1-selective-induction", "footnote1_selective_induction", "beyond", ("exact", "model"),
-               "footnote 1: selective induction maps onto the tree task"),
-    ClaimEntry("ext-selective-fig3", "ext_selective_fig3", "beyond", ("monte-carlo",),
-               "their task: the tree construction is the Bayes predictive"),
-    ClaimEntry("ext-selective-claim1", "ext_selective_claim1", "beyond", ("exact", "monte-carlo"),
-               "their task: the true lag has the largest expected likelihood"),
-    ClaimEntry("ext-selective-depth", "ext_selective_depth", "beyond", ("model",),
-               "their task: depth 3 reaches the Bayes predictive, depth 2 not"),
+#: The order of the report: the paper's claims in the order of the paper, then ours and the paper's footnote 1
+#: ("Beyond the paper"). A claim folder not named here follows the named ones of its section, by folder name.
+REPORT_ORDER: tuple[str, ...] = (
+    "bma-score-identity", "prop1-invariance", "thm1-construction", "lemma3-strict-dpi", "lemma4-loglik-gap",
+    "thm2-consistency", "thm3-init-gradient", "prop2-ds-quadratic", "exp-fig2-attention", "exp-fig3-parameters",
+    "exp-fig5-generalization", "exp-fig6-column-alignment", "exp-robustness",
+    "ext-dag-posterior", "ext-dag-lemma4-sets", "ext-dag-lemma3-sets", "ext-dag-thm3-sets", "ext-dag-construction",
+    "ext-dag-families", "ext-dag-training", "footnote1-selective-induction", "ext-selective-fig3",
+    "ext-selective-claim1", "ext-selective-depth",
 )
 
 #: The claim folders of the package: reports/claims/<claim_id>/.
@@ -148,15 +103,22 @@ def folder_entries(root: Path) -> tuple[ClaimEntry, ...]:
     return tuple(folder_entry(folder) for folder in claim_folders(root))
 
 
+def report_rank(entry: ClaimEntry) -> tuple:
+    """Where a claim stands in the report: its section, then its place in :data:`REPORT_ORDER` (a claim not named
+    there after the named ones, by id)."""
+    named = entry.id in REPORT_ORDER
+    return (SECTIONS.index(entry.section), not named, REPORT_ORDER.index(entry.id) if named else 0, entry.id)
+
+
 def claim_index(claims_dir: str | Path | None = None) -> tuple[ClaimEntry, ...]:
-    """Every claim: the listed modules and the package's claim folders, plus the claim folders of ``claims_dir``;
-    the paper's section first, each section in that order."""
-    entries = LISTED + folder_entries(CLAIMS_DIR) + (() if claims_dir is None else folder_entries(claims_dir))
+    """Every claim: the package's claim folders, plus those of ``claims_dir``, in report order
+    (:func:`report_rank`)."""
+    entries = folder_entries(CLAIMS_DIR) + (() if claims_dir is None else folder_entries(claims_dir))
     ids = [entry.id for entry in entries]
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:
         raise ValueError(f"claim ids must be unique; {', '.join(repeated)} is defined twice")
-    return tuple(sorted(entries, key=lambda entry: SECTIONS.index(entry.section)))  # stable: order kept within
+    return tuple(sorted(entries, key=report_rank))
 
 
 #: Every claim of the package, in report order (:func:`claim_index`).

@@ -23,8 +23,8 @@ from bma_verify.model import continuation, convergence
 #: Training seeds per trained reproduction (``model.seeds.report_training_seeds`` draws them): at least 3 in the quick
 #: tier and at least 5 in the full tier.
 SEEDS_PER_TIER = {"quick": 3, "full": 5}
-#: Run set → the claim modules (``bma_verify.reports.claims.<name>``) that decide on its runs, the first one owning
-#: the notes page that lists the protocol's revisions.
+#: Run set → the claim folders (``bma_verify.reports.claims.<name>``) whose claims decide on its runs, the first one
+#: owning the notes page that lists the protocol's revisions.
 RUN_SETS = {
     "fig2": ("exp_fig2_attention", "exp_fig3_parameters", "thm2_consistency"),
     "fig5": ("exp_fig5_generalization",),
@@ -92,7 +92,7 @@ def protocol(run_set: str, tier: str) -> dict:
         raise ValueError(f"tier must be one of {', '.join(SEEDS_PER_TIER)}, got {tier!r}")
     claims = {}
     for name in RUN_SETS[run_set]:
-        module = import_module(f"bma_verify.reports.claims.{name}")
+        module = import_module(f"bma_verify.reports.claims.{name}.claim")
         claims[module.CLAIM.id] = plain(module.protocol(tier))
     return {"run_set": run_set, "tier": tier, "training_seeds": SEEDS_PER_TIER[tier],
             "count_rule": {"fraction": COUNT_FRACTION}, "plateau": PLATEAU, "claims": claims,

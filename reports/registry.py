@@ -1,4 +1,4 @@
-"""The claim registry: the paper's claims, then ours ("Beyond the paper"), each from its own module or claim folder.
+"""The claim registry: the paper's claims, then ours ("Beyond the paper"), each from its claim folder.
 
 Adding a claim means adding a claim folder ``reports/claims/<claim_id>/`` (``__init__.py`` with its
 ``CATALOG_ENTRY``, ``claim.py`` with its ``CLAIM`` and checks, optionally ``plan.py``) and its test file, nothing else:

@@ -25,8 +25,8 @@ from bma_verify.numerics.dag_lemma3 import (LEMMA3_SET_CANDIDATES, dag_lemma3_se
                                             recheck_stored_lemma3)
 from bma_verify.numerics.dag_lemma4 import dag_lemma4_terms
 from bma_verify.reports.checks.dag_common import IDENTITY_ATOL
-from bma_verify.reports.claims.footnote1_selective_induction import (EXACT_ATOL, REPLAY_STATEMENTS, per_lag_errors,
-                                                                     sequence_errors)
+from bma_verify.reports.claims.footnote1_selective_induction.claim import (EXACT_ATOL, REPLAY_STATEMENTS,
+                                                                           per_lag_errors, sequence_errors)
 
 EXTENSION_TARGETS = ("dag-lemma3", "dag-lemma4", "dag-thm3", "footnote1")
 #: A ratio this close to 1 reads "equal to 1" (rounding of sums of at most d**H terms; ext-dag-lemma3-sets too).

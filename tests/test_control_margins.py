@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-import bma_verify.reports.claims.bma_score_identity as BSI
-import bma_verify.reports.claims.ext_dag_construction as DC
-import bma_verify.reports.claims.ext_dag_posterior as DP
-import bma_verify.reports.claims.ext_selective_claim1 as C1
-import bma_verify.reports.claims.ext_selective_fig3 as SF3
-import bma_verify.reports.claims.footnote1_selective_induction as F1
-import bma_verify.reports.claims.lemma3_strict_dpi as L3
-import bma_verify.reports.claims.prop1_invariance as P1
-import bma_verify.reports.claims.thm1_construction as T1
+import bma_verify.reports.claims.bma_score_identity.claim as BSI
+import bma_verify.reports.claims.ext_dag_construction.claim as DC
+import bma_verify.reports.claims.ext_dag_posterior.claim as DP
+import bma_verify.reports.claims.ext_selective_claim1.claim as C1
+import bma_verify.reports.claims.ext_selective_fig3.claim as SF3
+import bma_verify.reports.claims.footnote1_selective_induction.claim as F1
+import bma_verify.reports.claims.lemma3_strict_dpi.claim as L3
+import bma_verify.reports.claims.prop1_invariance.claim as P1
+import bma_verify.reports.claims.thm1_construction.claim as T1
 from bma_verify.reports.core import (AT_ITS_BAR, NOT_DISCRIMINATING, CheckContext, CheckOutcome, Control, ControlMargin,
                                      PositiveControl, settle)
 from bma_verify.reports.registry import CLAIMS
@@ -32,16 +32,16 @@ REFERENCE = Path(__file__).resolve().parents[1] / "reports" / "reference" / "res
 #: margin. Symbolic checks are left out as a kind: their rule is a residual that simplifies to exactly 0 (a symbolic
 #: fact, not a number near a threshold), and their control runs the same derivation with one term planted wrong.
 NO_BAR = {
-    "bma_verify.reports.claims.thm2_consistency:limit_check":
+    "bma_verify.reports.claims.thm2_consistency.claim:limit_check":
         "its rule compares two Wilson intervals of one curve (at the largest L and at a quarter of it), not a number "
         "with a fixed threshold; the control records each instance's verdict",
-    "bma_verify.reports.claims.thm3_init_gradient:stationary_check":
+    "bma_verify.reports.claims.thm3_init_gradient.claim:stationary_check":
         "its control perturbs each proof step (a symbolic identity, two bounds, η for √η, the identity with the "
         "wrong law), each caught by its own rule and recorded with its own slack: several bars, not one",
-    "bma_verify.reports.claims.thm3_init_gradient:monte_carlo_check":
+    "bma_verify.reports.claims.thm3_init_gradient.claim:monte_carlo_check":
         "its rule is a verdict per instance (z against the exact value, then a 95% interval against 0), combined; "
         "the control records those verdicts",
-    "bma_verify.reports.claims.lemma3_strict_dpi:monte_carlo_check":
+    "bma_verify.reports.claims.lemma3_strict_dpi.claim:monte_carlo_check":
         "its rule is a verdict per instance (z against the exact ratio, then an interval against 1) under a planted α "
         "per instance, combined; the control records those verdicts",
 }

@@ -15,7 +15,8 @@ What each check is compared against:
   bodies; imports inside functions are left out, since they run only when called) has no cycle over the package's
   modules. An arrow goes to the module an import names (``from bma_verify.x import y`` to ``bma_verify.x.y`` where
   that is a module, else to ``bma_verify.x``), not to the packages above it that Python also loads;
-- the packaging: pyproject.toml's ``packages`` are ``bma_verify`` and every folder under it with an ``__init__.py``;
+- the packaging: what setuptools finds under pyproject.toml's ``packages.find`` is ``bma_verify`` and every folder
+  under it with an ``__init__.py``;
 - one identity at run time: in this process no file of the checkout is loaded under two module names (a bare
   ``model.training`` beside ``bma_verify.model.training``).
 """
@@ -184,10 +185,14 @@ def test_the_import_graph_has_no_circles():
 
 
 def test_the_packages_are_the_folders_under_bma_verify():
-    # Reference: pyproject.toml's [tool.setuptools] packages against the folders with an __init__.py under bma_verify/
-    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    # Reference: the folders with an __init__.py under bma_verify/, against what setuptools finds under pyproject.toml's
+    # [tool.setuptools.packages.find] (found, not listed: a new claim folder needs no edit of pyproject.toml)
+    from setuptools import find_namespace_packages
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = {p for p in find_namespace_packages(where=str(ROOT), include=find["include"], exclude=find["exclude"])
+                if "__pycache__" not in p}
     found = {"bma_verify"} | {module_name(p) for p in source_files() if p.name == "__init__.py" and module_name(p)}
-    assert sorted(packages) == sorted(found)
+    assert packages == found
 
 
 def test_no_file_of_the_checkout_is_loaded_under_two_names():

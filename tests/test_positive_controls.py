@@ -12,15 +12,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import bma_verify.reports.claims.ext_dag_families as FAM
-import bma_verify.reports.claims.ext_dag_thm3_sets as DS
-import bma_verify.reports.claims.ext_selective_claim1 as C1
-import bma_verify.reports.claims.lemma3_strict_dpi as L3
-import bma_verify.reports.claims.prop1_invariance as P1
-import bma_verify.reports.claims.prop2_ds_quadratic as P2
-import bma_verify.reports.claims.thm1_construction as T1
-import bma_verify.reports.claims.thm2_consistency as T2
-import bma_verify.reports.claims.thm3_init_gradient as T3
+import bma_verify.reports.claims.ext_dag_families.claim as FAM
+import bma_verify.reports.claims.ext_dag_thm3_sets.claim as DS
+import bma_verify.reports.claims.ext_selective_claim1.claim as C1
+import bma_verify.reports.claims.lemma3_strict_dpi.claim as L3
+import bma_verify.reports.claims.prop1_invariance.claim as P1
+import bma_verify.reports.claims.prop2_ds_quadratic.claim as P2
+import bma_verify.reports.claims.thm1_construction.claim as T1
+import bma_verify.reports.claims.thm2_consistency.claim as T2
+import bma_verify.reports.claims.thm3_init_gradient.claim as T3
 from bma_verify import numerics
 from bma_verify.model import analysis
 from bma_verify.model.dag_families import family_gap_curve
@@ -36,11 +36,11 @@ REFERENCE = Path(__file__).resolve().parents[1] / "reports" / "reference" / "res
 #: negative control already runs the same derivation path with nothing planted (``same_path_unplanted``), which is
 #: their positive control.
 NO_IDEAL = {
-    "bma_verify.reports.claims.thm3_init_gradient:pibar_check":
+    "bma_verify.reports.claims.thm3_init_gradient.claim:pibar_check":
         "no μ₀ is known (proved) under which the exact π̄ form's largest entry must sit at pa(h)",
-    "bma_verify.reports.claims.thm3_init_gradient:stationary_check":
+    "bma_verify.reports.claims.thm3_init_gradient.claim:stationary_check":
         "its input already is the ideal: random instances inside the proved statement's hypothesis",
-    "bma_verify.reports.claims.ext_dag_thm3_sets:ext_dag_thm3_sets_pibar":
+    "bma_verify.reports.claims.ext_dag_thm3_sets.claim:ext_dag_thm3_sets_pibar":
         "no μ₀ and no k is known (proved) under which the exact π̄ form's largest entry must sit at S_h",
 }
 

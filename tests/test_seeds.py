@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import bma_verify.reports.checks.trained as trained
-import bma_verify.reports.claims.exp_fig2_attention as fig2
-import bma_verify.reports.claims.exp_fig5_generalization as fig5_claim
-import bma_verify.reports.claims.footnote1_selective_induction as footnote1
+import bma_verify.reports.claims.exp_fig2_attention.claim as fig2
+import bma_verify.reports.claims.exp_fig5_generalization.claim as fig5_claim
+import bma_verify.reports.claims.footnote1_selective_induction.claim as footnote1
 from bma_verify.model.seeds import DEV_SEED_MIN, report_training_seeds, require_dev_seeds
 from bma_verify.reports.core import CheckContext
 from bma_verify.reports.plans import PRESETS, TUNED_ON

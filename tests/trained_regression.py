@@ -7,14 +7,14 @@ import json
 import warnings
 
 from bma_verify.reports.builder import run_claims
-from bma_verify.reports.catalog import CLAIM_INDEX, LISTED
+from bma_verify.reports.catalog import CLAIM_INDEX, REPORT_ORDER
 from bma_verify.reports.core import CheckContext
 from bma_verify.reports.float_path import cpu_identity
 from bma_verify.reports.registry import CLAIMS
 from bma_verify.reports.regression import REFERENCE_DIR, compare_results
 
-#: The claim folders with a model check (reports/claims/<claim_id>/), rerun with "others": discovered, not listed.
-FOLDER_MODEL_CLAIMS = tuple(e.id for e in CLAIM_INDEX if e not in LISTED and "model" in e.kinds)
+#: The claim folders with a model check that REPORT_ORDER does not name (added since), rerun with "others".
+FOLDER_MODEL_CLAIMS = tuple(e.id for e in CLAIM_INDEX if e.id not in REPORT_ORDER and "model" in e.kinds)
 #: The claims each trained regression file reruns (together: every claim with a model check).
 GROUPS = {
     "fig2_run": ("exp-fig2-attention", "exp-fig3-parameters", "thm2-consistency", "exp-fig5-generalization",

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from bma_verify.model.dag_training import eval_task, run_kernels, train_dag, truncated_bma_evaluation
 from bma_verify.model.seeds import require_dev_seeds
-from bma_verify.reports.claims.ext_dag_training import run_config
+from bma_verify.reports.claims.ext_dag_training.claim import run_config
 
 
 def main(tier: str, seeds: list[int], batch: int | None = None) -> None:

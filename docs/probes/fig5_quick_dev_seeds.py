@@ -16,7 +16,7 @@ import time
 import torch
 
 from bma_verify.model.seeds import require_dev_seeds
-from bma_verify.reports.claims.exp_fig5_generalization import compute_grids, seed_decision
+from bma_verify.reports.claims.exp_fig5_generalization.claim import compute_grids, seed_decision
 from bma_verify.reports.plans import train_preset_runs
 
 

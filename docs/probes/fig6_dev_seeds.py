@@ -17,7 +17,7 @@ import time
 import torch
 
 from bma_verify.model.seeds import require_dev_seeds
-from bma_verify.reports.claims.exp_fig6_column_alignment import _seed_values, row_shift_power
+from bma_verify.reports.claims.exp_fig6_column_alignment.claim import _seed_values, row_shift_power
 from bma_verify.reports.core import CheckContext
 from bma_verify.reports.plans import train_preset_runs
 

@@ -18,7 +18,7 @@ import sys
 from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.model.selective_training import (SelectiveTrainConfig, eval_batch, run_kernel, train_selective,
                                                  truncated_bayes_evaluation)
-from bma_verify.reports.claims.footnote1_selective_induction import TRAIN_SIZES
+from bma_verify.reports.claims.footnote1_selective_induction.claim import TRAIN_SIZES
 
 
 def main(tier: str, seeds: list[int]) -> None:

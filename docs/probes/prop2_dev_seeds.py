@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-import bma_verify.reports.claims.prop2_ds_quadratic as prop2
+import bma_verify.reports.claims.prop2_ds_quadratic.claim as prop2
 from bma_verify.model.convergence import trace_plateau
 from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.reports.core import CheckContext

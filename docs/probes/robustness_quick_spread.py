@@ -1,5 +1,5 @@
 """Probe (not part of the package): the quick tier's exp-robustness readings under one CPU path, for the spread that
-sets the check's regression tolerances (``DIAGNOSTIC_TOLERANCES`` in reports/claims/exp_robustness.py).
+sets the check's regression tolerances (``DIAGNOSTIC_TOLERANCES`` in reports/claims/exp_robustness/claim.py).
 
 Trains each named reading on its planned report seeds (report seed 0, ``SEED_PLAN["quick"]``) in this process, with
 torch's thread count left to OMP_NUM_THREADS, and prints JSON: per reading its verdict, reason, first seed's values,
@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-import bma_verify.reports.claims.exp_robustness as robustness
+import bma_verify.reports.claims.exp_robustness.claim as robustness
 from bma_verify.reports.checks.trained import training_seeds
 from bma_verify.reports.core import CheckContext
 

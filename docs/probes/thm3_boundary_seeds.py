@@ -1,5 +1,5 @@
 """Probe (not part of the package): the boundary evidence of thm3-init-gradient's stationary check
-(``reports/claims/thm3_init_gradient_boundary.py``) at quick-tier sizes on report seeds 0, 1, 2, one JSON line each.
+(``reports/claims/thm3_init_gradient/boundary.py``) at quick-tier sizes on report seeds 0, 1, 2, one JSON line each.
 
     OMP_NUM_THREADS=1 .venv/bin/python docs/probes/thm3_boundary_seeds.py
 
@@ -8,7 +8,7 @@ Numbers: docs/notes/thm3-init-gradient.md, "Boundary in the report".
 import json, time
 from pathlib import Path
 from bma_verify.reports.core import CheckContext
-from bma_verify.reports.claims import thm3_init_gradient_boundary as B
+from bma_verify.reports.claims.thm3_init_gradient.claim import boundary as B
 import tempfile
 for seed in (0, 1, 2):
     ctx = CheckContext(tier="quick", seed=seed, figures_dir=Path(tempfile.mkdtemp()))

@@ -1,1 +1,2 @@
-"""One module per claim: its ``CLAIM`` (statement, readings, checks) and the check functions that decide it."""
+"""One folder per claim: ``<claim_id>/__init__.py`` (its catalog entry) and ``<claim_id>/claim.py`` (its ``CLAIM``:
+statement, readings, checks, thresholds, controls)."""

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 import bma_verify.model.analysis as analysis_module
-import bma_verify.reports.claims.bma_score_identity as claim
+import bma_verify.reports.claims.bma_score_identity.claim as claim
 from bma_verify import numerics as nm
 from bma_verify.model.construction import bma_construction
 from bma_verify.reports.core import NOT_DISCRIMINATING, NOT_TESTABLE, CheckContext, settle

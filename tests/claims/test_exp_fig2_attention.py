@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-import bma_verify.reports.claims.exp_fig2_attention as fig2
+import bma_verify.reports.claims.exp_fig2_attention.claim as fig2
 from bma_verify import numerics
 from bma_verify.model.training import eval_batch
 from bma_verify.reports.checks.trained import THRESHOLDS

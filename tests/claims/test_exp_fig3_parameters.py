@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import bma_verify.model.analysis as analysis_module
-import bma_verify.reports.claims.exp_fig3_parameters as fig3
+import bma_verify.reports.claims.exp_fig3_parameters.claim as fig3
 from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
 from tests.trained_stand_ins import patch_runs, stand_in_run, with_curve
 

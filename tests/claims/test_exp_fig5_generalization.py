@@ -18,7 +18,7 @@ from xml.etree import ElementTree
 import pytest
 
 import bma_verify.reports.checks.trained as trained
-import bma_verify.reports.claims.exp_fig5_generalization as fig5
+import bma_verify.reports.claims.exp_fig5_generalization.claim as fig5
 from bma_verify.model import analysis, figures
 from bma_verify.model.generalization import end_to_end_grid, held_out_batches, reader_grids
 from bma_verify.model.presets import FIG5_R2_PREFIX

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import bma_verify.reports.checks.trained as trained
-import bma_verify.reports.claims.exp_fig6_column_alignment as fig6
+import bma_verify.reports.claims.exp_fig6_column_alignment.claim as fig6
 from bma_verify.model import analysis
 from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
 from tests.trained_stand_ins import patch_runs, stand_in_run

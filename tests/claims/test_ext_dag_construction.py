@@ -4,7 +4,7 @@ that its rule rejects the wrong table T and that with the plant made harmless th
 import numpy as np
 import pytest
 
-import bma_verify.reports.claims.ext_dag_construction as C
+import bma_verify.reports.claims.ext_dag_construction.claim as C
 from bma_verify.reports.core import settle
 from tests.claims.ext_dag_support import assert_json_ready, not_discriminating, quick_context
 

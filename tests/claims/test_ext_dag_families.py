@@ -1,4 +1,4 @@
-"""The check of claim ext-dag-families (reports/claims/ext_dag_families.py) at small sizes.
+"""The check of claim ext-dag-families (reports/claims/ext_dag_families/claim.py) at small sizes.
 
 Compared against: the planted product-of-experts target of the control (it lies in every standard family, so the
 rule must find no gap there), and, with the control made to pass, ``reports.core.settle`` withholding the pass
@@ -9,7 +9,7 @@ import json
 import pytest
 
 import bma_verify.model.dag_families as M
-import bma_verify.reports.claims.ext_dag_families as E
+import bma_verify.reports.claims.ext_dag_families.claim as E
 from bma_verify.reports.core import CheckContext, jsonable, settle
 
 SMALL = {"d": 3, "H": 5, "L_values": [1, 3, 8], "n_fit": 60, "n_eval": 60, "control_L_values": [1, 3],

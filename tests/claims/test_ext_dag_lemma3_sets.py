@@ -3,7 +3,7 @@ and the stored counterexamples (re-checked); for the control, that its rule flag
 disjoint ratios and that with the plant made harmless the pass is withheld."""
 import pytest
 
-import bma_verify.reports.claims.ext_dag_lemma3_sets as L3
+import bma_verify.reports.claims.ext_dag_lemma3_sets.claim as L3
 from bma_verify.reports.core import settle
 from tests.claims.ext_dag_support import assert_json_ready, not_discriminating, quick_context
 

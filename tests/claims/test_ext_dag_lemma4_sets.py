@@ -3,7 +3,7 @@ identity to rounding on exact joints, the exact Δ for the Monte Carlo means; fo
 rejects the decomposition without E KL and that with the plant made harmless the pass is withheld."""
 import pytest
 
-import bma_verify.reports.claims.ext_dag_lemma4_sets as L4
+import bma_verify.reports.claims.ext_dag_lemma4_sets.claim as L4
 from bma_verify.reports.core import settle
 from tests.claims.ext_dag_support import assert_json_ready, not_discriminating, quick_context
 

@@ -3,7 +3,7 @@ reference, errors at rounding level) and, for the control, that its rule rejects
 that with the plant made harmless ``reports.core.settle`` withholds the pass."""
 import pytest
 
-import bma_verify.reports.claims.ext_dag_posterior as post
+import bma_verify.reports.claims.ext_dag_posterior.claim as post
 from bma_verify.reports.core import settle
 from tests.claims.ext_dag_support import assert_json_ready, not_discriminating, quick_context
 

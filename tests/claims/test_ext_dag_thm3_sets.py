@@ -2,7 +2,7 @@
 (recomputed; margins < 0), as in tests/test_dag_theory.py; for the control, that the shuffled label is flagged."""
 import pytest
 
-import bma_verify.reports.claims.ext_dag_thm3_sets as T3
+import bma_verify.reports.claims.ext_dag_thm3_sets.claim as T3
 from bma_verify.reports.core import settle
 from tests.claims.ext_dag_support import assert_json_ready, quick_context
 

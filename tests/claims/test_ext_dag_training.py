@@ -1,4 +1,4 @@
-"""The check of claim ext-dag-training (reports/claims/ext_dag_training.py).
+"""The check of claim ext-dag-training (reports/claims/ext_dag_training/claim.py).
 
 Compared against: BMA reading fewer examples (``model.dag_training.truncated_bma_evaluation``, exact set posteriors)
 as a converged stand-in that cannot represent BMA (it must fail) and as the near-miss control (rejected at m = L − 1,
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import bma_verify.reports.claims.ext_dag_training as E
+import bma_verify.reports.claims.ext_dag_training.claim as E
 from bma_verify.model.convergence import plateau_test
 from bma_verify.model.dag_training import eval_task, run_kernels, truncated_bma_evaluation
 from bma_verify.model.seeds import require_dev_seeds

@@ -3,7 +3,7 @@ closest pair exchanged on a kernel moved towards rows = μ: false by a small sta
 rows = μ itself, every gap 0, is the power curve's end at the bar) and planted failures."""
 import numpy as np
 
-import bma_verify.reports.claims.ext_selective_claim1 as C
+import bma_verify.reports.claims.ext_selective_claim1.claim as C
 from bma_verify.reports.core import CheckContext, settle
 
 

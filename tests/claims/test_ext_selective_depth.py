@@ -4,7 +4,7 @@ inconclusive reading, and the full tier on stand-in runs."""
 import numpy as np
 import pytest
 
-import bma_verify.reports.claims.ext_selective_depth as D
+import bma_verify.reports.claims.ext_selective_depth.claim as D
 from bma_verify.model.convergence import plateau_test
 from bma_verify.reports.core import CheckContext, settle
 

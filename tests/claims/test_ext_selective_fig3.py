@@ -2,7 +2,7 @@
 predictor does not; the rules, the control and planted failures."""
 import numpy as np
 
-import bma_verify.reports.claims.ext_selective_fig3 as F3
+import bma_verify.reports.claims.ext_selective_fig3.claim as F3
 from bma_verify.reports.core import CheckContext, settle
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import bma_verify.numerics.selective_induction as S
-import bma_verify.reports.claims.footnote1_selective_induction as F
+import bma_verify.reports.claims.footnote1_selective_induction.claim as F
 from bma_verify.model.seeds import DEV_SEED_MIN, require_dev_seeds
 from bma_verify.model.selective_training import (RECIPE_SEEDS, SelectiveTrainConfig, eval_batch, run_kernel,
                                                  truncated_bayes_evaluation)

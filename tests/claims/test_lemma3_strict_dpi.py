@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import bma_verify.reports.checks.numeric_common as numeric_common
-import bma_verify.reports.claims.lemma3_strict_dpi as claim
+import bma_verify.reports.claims.lemma3_strict_dpi.claim as claim
 from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
 from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES, check_instance
 

@@ -8,7 +8,7 @@ import pytest
 
 import bma_verify.numerics.dpi_sweep as dpi_sweep
 import bma_verify.reports.checks.numeric_common as numeric_common
-import bma_verify.reports.claims.lemma4_loglik_gap as claim
+import bma_verify.reports.claims.lemma4_loglik_gap.claim as claim
 from bma_verify.reports.core import NOT_DISCRIMINATING, NOT_TESTABLE, CheckContext, settle
 
 SMALL = {"lemma3_instances": 24, "lemma3_chunk": 24, "mc_instances": 2, "mc_samples": 20_000}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import bma_verify.reports.checks.trained as trained
-import bma_verify.reports.claims.exp_fig6_column_alignment as fig6
-import bma_verify.reports.claims.prop1_invariance as claim
+import bma_verify.reports.claims.exp_fig6_column_alignment.claim as fig6
+import bma_verify.reports.claims.prop1_invariance.claim as claim
 from bma_verify.reports import builder
 from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
 

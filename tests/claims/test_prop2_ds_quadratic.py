@@ -1,4 +1,4 @@
-"""The checks of claim prop2-ds-quadratic (reports/claims/prop2_ds_quadratic.py): verdicts on the real instance,
+"""The checks of claim prop2-ds-quadratic (reports/claims/prop2_ds_quadratic/claim.py): verdicts on the real instance,
 their negative controls, and planted bugs they must catch. The symbolic check's shared control tests run in
 tests/test_symbolic_checks.py."""
 import json
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import bma_verify.numerics.ds_fit as ds_fit_module
-import bma_verify.reports.claims.prop2_ds_quadratic as prop2
+import bma_verify.reports.claims.prop2_ds_quadratic.claim as prop2
 from bma_verify.model.ds import DSModel
 from bma_verify.model.ds_runs import shrunk_key_norm_evaluations
 from bma_verify.numerics.ds import ds_log_parent_posterior

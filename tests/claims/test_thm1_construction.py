@@ -10,7 +10,7 @@ import sympy as sp
 import torch
 
 import bma_verify.model.analysis as analysis_module
-import bma_verify.reports.claims.thm1_construction as claim
+import bma_verify.reports.claims.thm1_construction.claim as claim
 from bma_verify import theory
 from bma_verify.model.construction import bma_construction
 from bma_verify.reports.core import NOT_DISCRIMINATING, NOT_TESTABLE, CheckContext, settle

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-import bma_verify.reports.claims.thm2_consistency as claim
+import bma_verify.reports.claims.thm2_consistency.claim as claim
 from bma_verify import numerics
 from bma_verify.model.training import eval_batch
 from bma_verify.numerics.consistency_rates import hoeffding_bound

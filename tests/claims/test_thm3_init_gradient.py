@@ -12,7 +12,7 @@ import pytest
 
 import bma_verify.model.analysis as analysis_module
 import bma_verify.reports.checks.numeric_common as numeric_common
-import bma_verify.reports.claims.thm3_init_gradient as claim
+import bma_verify.reports.claims.thm3_init_gradient.claim as claim
 from bma_verify.reports.core import NOT_DISCRIMINATING, CheckContext, settle
 from bma_verify.reports.search import KNOWN_COUNTEREXAMPLES, check_instance
 
@@ -208,7 +208,7 @@ def test_every_boundary_violation_is_real_within_its_tv_and_misses_the_sufficien
     # reference: check_instance (exact enumeration over the d^(h+1) sequences) for the violation, stationary_distribution
     # by power iteration for the distance, and the proof chain for the condition (a proof: it cannot hold there)
     from bma_verify.numerics.thm3_stationary import condition_holds, proof_chain
-    from bma_verify.reports.claims import thm3_init_gradient_boundary as boundary
+    from bma_verify.reports.claims.thm3_init_gradient import boundary
     evidence = boundary.boundary_evidence(CheckContext(tier="quick", seed=0, figures_dir=tmp_path))
     for cell in (c for c in evidence["cells"] if c["instance"] is not None):
         instance = cell["instance"]
@@ -225,7 +225,7 @@ def test_every_boundary_violation_is_real_within_its_tv_and_misses_the_sufficien
 
 
 def test_the_stationary_check_fails_when_the_sufficient_condition_misses_a_violation(monkeypatch, tmp_path):
-    from bma_verify.reports.claims import thm3_init_gradient_boundary as boundary
+    from bma_verify.reports.claims.thm3_init_gradient import boundary
     original = boundary.depth_sweep
 
     def broken(*args, **kwargs):

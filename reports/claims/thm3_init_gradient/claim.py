@@ -29,7 +29,7 @@ from bma_verify.reports.checks.numeric_common import (IDENTITY_ATOL, Z_AGREE, ch
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.checks.trained import seeded_kernel
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.claims.thm3_init_gradient_boundary import (boundary_evidence, boundary_figure, boundary_holds,
+from bma_verify.reports.claims.thm3_init_gradient.boundary import (boundary_evidence, boundary_figure, boundary_holds,
                                                                    boundary_measured, boundary_sentence,
                                                                    boundary_tables, closest_violation)
 from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, ControlMargin, Finding, HoldsInstead,

@@ -1,4 +1,4 @@
-"""The render step of ``prop2-ds-quadratic``'s checks (:mod:`reports.claims.prop2_ds_quadratic`): measured values,
+"""The render step of ``prop2-ds-quadratic``'s checks (:mod:`reports.claims.prop2_ds_quadratic.claim`): measured values,
 tables, figures and prose, made from what the claim module computed and decided; nothing here decides.
 
 Every function takes the claim's :class:`Readings` (its instance and thresholds) so the numbers it prints are the

@@ -12,7 +12,7 @@ import numpy as np
 from bma_verify.numerics.invariance import prop1_shift_effects
 from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symbolic_outcome
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.claims.exp_fig6_column_alignment import exp_fig6_column_alignment
+from bma_verify.reports.claims.exp_fig6_column_alignment.claim import exp_fig6_column_alignment
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl
 from bma_verify.theory.invariance import (derive_prop1_invariance, perturb_prop1_invariance, transposed_column_shift,
                                           verify_prop1_invariance)

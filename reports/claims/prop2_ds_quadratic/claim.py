@@ -29,8 +29,8 @@ from bma_verify.reports.checks.symbolic import SymbolicCheck, run_symbolic, symb
 from bma_verify.reports.checks.trained import (confirm_misses, count_verdict, ideal_control, seed_keys, seeds_record,
                                                training_seeds, untrained_record, why_unconfirmed)
 from bma_verify.reports.claim import Check, Claim
-from bma_verify.reports.claims import prop2_ds_quadratic_report as render
-from bma_verify.reports.claims.prop2_ds_quadratic_report import Readings
+from bma_verify.reports.claims.prop2_ds_quadratic import report as render
+from bma_verify.reports.claims.prop2_ds_quadratic.report import Readings
 from bma_verify.reports.core import (CheckContext, CheckOutcome, Control, Finding, PositiveControl, finding_status,
                                      settle)
 from bma_verify.reports.core import ControlMargin
