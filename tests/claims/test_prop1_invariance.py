@@ -28,7 +28,7 @@ def test_exact_check_with_an_invariance_rule_accepting_every_shift_is_not_discri
 def test_model_check_cites_the_fig6_check():
     model = [check for check in claim.CLAIM.checks if check.kind == "model"][0]
     assert model.cites == "exp-fig6-column-alignment:model"
-    assert model.run.__module__.endswith("exp_fig6_column_alignment")
+    assert model.run.__module__.endswith("exp_fig6_column_alignment.claim")
 
 
 def test_model_check_reads_the_fig6_verdict_and_reason(monkeypatch):
