@@ -1,7 +1,7 @@
 """A miss counts only if more training would not change it: continue a finished run and see whether it moves.
 
 The continuation of a run of S steps trains S more steps (twice the run's budget in all) from the run's final
-evaluated weights (the weight average where the run keeps one), with a fresh AdamW and the learning-rate schedule
+evaluated weights (the weight average where the run keeps one), with a fresh optimiser and the learning-rate schedule
 restarted (warm-up, then the same decay over S steps), on the batches that follow the run's own (data steps
 S … 2S − 1). A restarted schedule is the point: a run whose plateau test passed only because the decay had cut its
 learning rate gets its full learning rate back.
@@ -41,8 +41,9 @@ RECORD_KINDS = {"selective-induction": (SelectiveTrainConfig, train_selective), 
 
 def continue_run(run: TrainRun | dict, *, quiet: bool = True) -> TrainRun | dict:
     """The continuation of ``run``: ``run``'s config with ``(FACTOR − 1) × steps`` steps, from its final weights, on
-    the batches after its own. ``run`` is a :func:`bma_verify.model.training.train` or ``train_gpt`` run, or a run
-    record of a kind in :data:`RECORD_KINDS` that still holds its ``"model"``."""
+    the batches after its own. ``run`` is a :func:`bma_verify.model.training.train` or ``train_gpt`` run, a run
+    record of a kind in :data:`RECORD_KINDS` that still holds its ``"model"``, or a DS experiment
+    (:func:`continue_ds_experiment`)."""
     if isinstance(run, dict) and run.get("kind") == "ds-experiment":
         return continue_ds_experiment(run, quiet=quiet)
     if isinstance(run, dict):
