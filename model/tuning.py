@@ -5,7 +5,7 @@ lr {1e-3, 3e-3} × batch {64, 256} trains on the same number of contexts (so a l
 is scored by its final held-out KL(BMA ‖ model) and its plateau test. The report's plan takes the best setting per
 reading; the report's own training seeds never enter here (:func:`bma_verify.model.seeds.require_dev_seeds`). The
 task's sizes and contexts are arguments; the command line that reads them from the report's plan is
-``python -m bma_verify.reports.robustness_plan``. Results and commands: docs/notes/exp-robustness.md.
+``python -m bma_verify.reports.claims.exp_robustness.plan``. Results and commands: docs/notes/exp-robustness.md.
 """
 from __future__ import annotations
 

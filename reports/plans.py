@@ -1,84 +1,35 @@
 """The runs of the paper's experiments (``bma-verify train --preset NAME``; the ``exp-*`` claims) per tier.
 
-:data:`PRESET_RUNS` maps ``(preset, tier)`` to the preset's runs ({run label: :class:`TrainConfig`}) at two sizes:
-``full`` (the paper's sizes, what ``bma-verify train`` and the full report run) and ``quick`` (small runs for
-``make report``; their verdicts use thresholds stated for that size). fig2 and fig3 are the same run; fig3 only
-adds the parameter figures. exp-robustness's runs are its own plan, ``reports.robustness_plan``. Each value has its
-reason beside it; how the values were found (runs tried, numbers on seeds): docs/notes/presets.md,
-docs/notes/exp-fig5-generalization.md, docs/notes/exp-robustness.md. The model library trains what it is given
-(``bma_verify.model.presets``); only this plan knows tiers.
+Each claim that trains them holds its runs per tier in its folder's ``plan.py`` (fig2, fig5, fig6, exp-robustness;
+fig3's plan is fig2's). :data:`PRESET_RUNS` gathers them, keyed ``(preset, tier)``, at two sizes: ``full`` (the
+paper's sizes, what ``bma-verify train`` and the full report run) and ``quick`` (small runs for ``make report``; their
+verdicts use thresholds stated for that size). The model library trains what it is given (``bma_verify.model.presets``);
+only the plans know tiers.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
-from bma_verify.model.presets import FIG5_R2_PREFIX, train_and_write, train_runs
+from bma_verify.model.presets import train_and_write, train_runs
 from bma_verify.model.train_config import AbsoluteOptions, StructuredOptions, TrainConfig
 from bma_verify.model.training import TrainRun
-from bma_verify.reports import robustness_plan
 from bma_verify.reports.catalog import TIERS
+from bma_verify.reports.claims.exp_fig2_attention import plan as fig2_plan
+from bma_verify.reports.claims.exp_fig3_parameters import plan as fig3_plan
+from bma_verify.reports.claims.exp_fig5_generalization import plan as fig5_plan
+from bma_verify.reports.claims.exp_fig6_column_alignment import plan as fig6_plan
+from bma_verify.reports.claims.exp_robustness import plan as robustness_plan
 
 PRESETS = ("fig2", "fig3", "fig5", "fig6", "robustness")
 
-#: fig5's training and test context sizes (paper: d=10, H=15, train L in {1, 2, 5, 10, 20}, test L' in 1..30).
-FIG5_TRAIN_L = (1, 2, 5, 10, 20)
-FIG5_TEST_L = tuple(range(1, 31))
-#: Three training L at the quick tier: over two, Spearman ρ (smaller L generalizes better?) is ±1 whatever the
-#: runs do.
-FIG5_QUICK_TRAIN_L = (1, 3, 5)
-FIG5_QUICK_TEST_L = (1, 2, 5, 10, 20)
-
-#: fig2's recipe, which keeps every example covered on the seeds measured: K = 32 heads, w_L held for the first
-#: 100 steps while the rest learns, W_KQ weight decay 0.1, and a 0.99 moving average of the weights evaluated.
-FIG2_RECIPE = dict(K=32, ema=0.99, model=StructuredOptions(w_L_delay=100, selector_weight_decay=0.1))
-FIG2 = TrainConfig(d=5, H=10, L=10, batch_size=256, eval_every=100, test_L=(1, 2, 5, 10), **FIG2_RECIPE)
-FIG6 = TrainConfig(d=20, H=50, L=3, K=12, batch_size=256, eval_every=100)  # K = 12: four heads per example
-
-
-def fig5_heads(L: int) -> int:
-    """Copier heads for training L in fig5: two per example plus four spares (fig2's 24 heads at L = 10); with
-    fewer an example was left uncovered."""
-    return 2 * L + 4
-
-
-def fig5_runs(train_L: tuple[int, ...], test_L: tuple[int, ...], *, full: bool) -> dict[str, TrainConfig]:
-    """fig5's runs (d = 10, H = 15): reading R1 at every training L (K = 2L + 4 heads, example offsets beyond L
-    share w_L[L]); at the full tier also reading R2 (one head budget, an offset table covering every test L')."""
-    sizes = dict(d=10, H=15, eval_every=100, test_L=test_L)
-    if not full:  # 1000 steps: every run plateaued on development seeds 1000-1002 (at 600, L = 5 had not on
-        # 768186251683195741); evaluated every 50, so the plateau window (last 20%, at least 5 evaluations) is 800-1000
-        return {f"L{L}": TrainConfig(L=L, K=fig5_heads(L), steps=1000, batch_size=128, eval_contexts=512,
-                                     **(sizes | {"eval_every": 50})) for L in train_L}
-    recipe = dict(w_L_delay=100, selector_weight_decay=0.1)  # fig2's recipe, its weight average below
-    full_sizes = dict(sizes, batch_size=256, eval_contexts=2048, ema=0.99)
-    steps = {L: 4000 if L >= 10 else 2000 for L in train_L}  # L >= 10 was still far from BMA at 2000
-    runs = {f"L{L}": TrainConfig(L=L, K=fig5_heads(L), steps=steps[L], model=StructuredOptions(**recipe),
-                                 **full_sizes) for L in train_L}
-    # R2: W_KQ at 0.1x the learning rate, as 44 heads summing copies of few examples saturate the selector at 0.3x;
-    # L = 20 trains 6000 steps (it was still 0.058 above BMA's L_pa at 4000)
-    r2 = StructuredOptions(offset_range=max(test_L), selector_lr_scale=0.1, **recipe)
-    runs.update({f"{FIG5_R2_PREFIX}L{L}": TrainConfig(L=L, K=fig5_heads(max(train_L)), model=r2,
-                                                      steps=6000 if L >= 20 else steps[L], **full_sizes)
-                 for L in train_L})
-    return runs
-
-
-#: The runs of every (preset, tier), with seed 0, device "auto" and the mixture output rule (``preset_configs``
-#: sets those).
+#: The runs of every (preset, tier), each from its claim folder's ``plan.py`` (fig3's is fig2's), with seed 0, device
+#: "auto" and the mixture output rule (``preset_configs`` sets those).
 PRESET_RUNS: dict[tuple[str, str], dict[str, TrainConfig]] = {
-    # quick: 1500 steps, where development seed 1002 had not plateaued at 1000 (docs/notes/presets.md)
-    ("fig2", "quick"): {"fig2": replace(FIG2, steps=1500, eval_contexts=1024)},
-    ("fig2", "full"): {"fig2": replace(FIG2, steps=2000, eval_contexts=4096)},
-    ("fig5", "quick"): fig5_runs(FIG5_QUICK_TRAIN_L, FIG5_QUICK_TEST_L, full=False),
-    ("fig5", "full"): fig5_runs(FIG5_TRAIN_L, FIG5_TEST_L, full=True),
-    # quick: 600 full-size steps (fewer, or a smaller batch, left an example uncovered)
-    ("fig6", "quick"): {"fig6": replace(FIG6, steps=600, eval_contexts=512)},
-    ("fig6", "full"): {"fig6": replace(FIG6, steps=2048, eval_contexts=2048)},
-    # exp-robustness's GPT readings, absolute-PE and task-shaped runs (reports/robustness_plan.py)
-    **{("robustness", tier): runs for tier, runs in robustness_plan.RUNS.items()},
-}
-PRESET_RUNS.update({("fig3", tier): PRESET_RUNS[("fig2", tier)] for tier in TIERS})
+    (name, tier): runs for name, plan in (("fig2", fig2_plan), ("fig3", fig3_plan), ("fig5", fig5_plan),
+                                          ("fig6", fig6_plan), ("robustness", robustness_plan))
+    for tier, runs in plan.RUNS.items()}
+
 
 #: The development seeds each preset's settings were chosen on (all >= ``seeds.DEV_SEED_MIN``; a report trains on
 #: seeds below it). The large ones are the training seeds the report derived before the report seeds moved below

@@ -1,7 +1,7 @@
 """Libraries take sizes; only a claim's plan knows tiers (issue 41). No module of ``model/`` or ``numerics/`` names a
 tier in its code (docstrings and comments may say what a size is for) or holds a table keyed by the tiers' names, and
 imports point one way: ``numerics`` imports neither ``theory``, ``model`` nor ``reports``; ``model`` never imports
-``reports``. The per-tier sizes and runs live in ``reports/`` (``reports/plans.py``, ``reports/robustness_plan.py``).
+``reports``. The per-tier sizes and runs live in ``reports/`` (``reports/plans.py``, ``reports/claims/exp_robustness/plan.py``).
 """
 from __future__ import annotations
 

@@ -313,7 +313,7 @@ def test_trained_task_shaped_transformer_leaves_the_uniform_attention_plateau():
 
 @pytest.mark.slow
 def test_relative_task_shaped_transformer_learns_to_divide_the_examples():
-    """The quick tier's relative-position run (reports/robustness_plan.py), 250 of its steps on report seed 1's
+    """The quick tier's relative-position run (reports/claims/exp_robustness/plan.py), 250 of its steps on report seed 1's
     training seed (~35 s on one core): parent accuracy well above chance (uniform A^(2): mean over h of 1/h at H = 6, 0.457) and
     at least three of the four examples copied at the same position by a head of their own. With the absolute
     model's qk_gain 4 it stays at 0.454 (docs/notes/exp-robustness.md), so this fails if the bias is drowned."""

@@ -16,9 +16,9 @@ from bma_verify.model.gpt_training import GPT_READINGS
 from bma_verify.model.presets import FIG5_R2_PREFIX, fig5_readings
 from bma_verify.model.train_config import AbsoluteOptions, StructuredOptions
 from bma_verify.model.training import build_model, eval_batch, evaluate, run_kernel, train
-from bma_verify.reports.plans import (FIG5_TEST_L, FIG5_TRAIN_L, PRESET_RUNS, PRESETS, TIERS, fig5_heads,
-                                      preset_configs, train_preset)
-from bma_verify.reports.robustness_plan import TASK_SHAPED_FIG2
+from bma_verify.reports.claims.exp_fig5_generalization.plan import FIG5_TEST_L, FIG5_TRAIN_L, fig5_heads
+from bma_verify.reports.plans import PRESET_RUNS, PRESETS, TIERS, preset_configs, train_preset
+from bma_verify.reports.claims.exp_robustness.plan import TASK_SHAPED_FIG2
 
 #: fig2's recipe as measured (K = 32, w_L held 100 steps, W_KQ decay 0.1, a 0.99 weight average)
 FIG2_RECIPE = {"K": 32, "w_L_delay": 100, "selector_weight_decay": 0.1, "ema": 0.99}
@@ -164,3 +164,12 @@ def test_quick_tier_fig2_run_reaches_bma_parent_loss():
     run = train(preset_configs("fig2", tier="quick", seed=seed, device="cpu")["fig2"])
     assert run.metrics["parent_loss_gap"] <= 0.02, run.metrics["parent_loss_gap"]
     assert run.metrics["gap_to_bma"] <= 0.005
+
+
+def test_every_preset_has_its_runs_at_every_tier_from_its_claims_plan():
+    # reference: each claim folder's plan.py read directly; fig3's plan is fig2's (the same runs)
+    from bma_verify.reports.claims.exp_fig2_attention import plan as fig2_plan
+    from bma_verify.reports.claims.exp_fig3_parameters import plan as fig3_plan
+    assert set(PRESET_RUNS) == {(name, tier) for name in PRESETS for tier in TIERS}
+    assert fig3_plan.RUNS is fig2_plan.RUNS and PRESET_RUNS[("fig3", "quick")] is fig2_plan.RUNS["quick"]
+

@@ -79,7 +79,7 @@ def _calls(tree: ast.AST) -> set[str]:
 def tuning_scripts() -> list[Path]:
     """The probe scripts, the tuning module and its command line: every file there that trains is tuning code."""
     return (sorted((ROOT / "docs" / "probes").glob("*.py")) + sorted((ROOT / "model").glob("tuning*.py"))
-            + [ROOT / "reports" / "robustness_plan.py"])
+            + [ROOT / "reports" / "claims" / "exp_robustness" / "plan.py"])
 
 
 @pytest.mark.parametrize("path", tuning_scripts(), ids=lambda p: p.name)

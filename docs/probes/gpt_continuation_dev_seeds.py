@@ -20,7 +20,7 @@ from bma_verify.model.gpt_training import KL_RESOLUTION
 from bma_verify.model.presets import train_config
 from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.reports.plans import preset_configs
-from bma_verify.reports.robustness_plan import GPT_DECIDING
+from bma_verify.reports.claims.exp_robustness.plan import GPT_DECIDING
 
 
 def main(tier: str, seeds: list[int]) -> None:

@@ -1,5 +1,5 @@
 """Probe (not part of the package): exp-robustness's task-shaped run at the paper's fig2 setting (relative positions;
-``TASK_SHAPED_FIG2`` in reports/robustness_plan.py, the full tier's run until the full tier took the reduced scale) and
+``TASK_SHAPED_FIG2`` in reports/claims/exp_robustness/plan.py, the full tier's run until the full tier took the reduced scale) and
 variants of it, on a GPU, in parallel processes.
 
     PYTHONPATH=. python docs/probes/gpu_task_shaped.py SECONDS OUT_DIR [plain|weighted]
@@ -44,7 +44,7 @@ def one(args):
     from bma_verify.model.seeds import require_dev_seeds
     from bma_verify.model.train_config import with_changes
     from bma_verify.model.training import eval_batch, train
-    from bma_verify.reports.robustness_plan import TASK_SHAPED_FIG2
+    from bma_verify.reports.claims.exp_robustness.plan import TASK_SHAPED_FIG2
 
     start = time.time()
     config = with_changes(replace(TASK_SHAPED_FIG2, seed=require_dev_seeds([SEEDS[report_seed]])[0],

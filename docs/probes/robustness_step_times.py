@@ -16,7 +16,7 @@ from bma_verify.model.gpt_training import train_gpt
 from bma_verify.model.seeds import require_dev_seeds
 from bma_verify.model.training import train
 from bma_verify.reports.plans import preset_configs
-from bma_verify.reports.robustness_plan import tier_grid_config
+from bma_verify.reports.claims.exp_robustness.plan import tier_grid_config
 
 torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
 SEED = require_dev_seeds([1000])[0]

@@ -14,7 +14,7 @@ import pytest
 import bma_verify.model.tuning as tuning
 import bma_verify.reports.checks.trained as tr
 import bma_verify.reports.claims.exp_robustness.claim as robustness
-import bma_verify.reports.robustness_plan as robustness_plan
+import bma_verify.reports.claims.exp_robustness.plan as robustness_plan
 from bma_verify.model.gpt_training import (GPT_READINGS, bma_reading, kl_per_context, kl_references)
 from bma_verify.model.train_config import config_record
 from bma_verify.model.training import TrainRun, eval_batch, run_kernel

@@ -28,7 +28,7 @@ from bma_verify.reports.claim import Check, Claim
 from bma_verify.reports.core import CheckContext, CheckOutcome, Control, ControlMargin, PositiveControl, Table
 from bma_verify.reports.plans import preset_configs
 from bma_verify.reports.protocol import run_plan
-from bma_verify.reports.robustness_plan import GPT_DECIDING, GPT_TUNED
+from bma_verify.reports.claims.exp_robustness.plan import GPT_DECIDING, GPT_TUNED
 
 #: What each reading is, as the report names it.
 READING_NAMES = {"gpt-d2-absolute": "GPT, depth 2, learned absolute positions",

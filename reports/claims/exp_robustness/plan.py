@@ -1,8 +1,8 @@
 """exp-robustness's plan per tier: the GPT readings' scale, tuned settings and schedule, the absolute-PE and
 task-shaped runs, and the command line of the GPT tuning grid (``bma_verify.model.tuning``) at a tier's sizes.
 
-    python -m bma_verify.reports.robustness_plan --tier quick --seeds 1000 --out grid.json
-    python -m bma_verify.reports.robustness_plan --seeds 1001 --readings gpt-d2-absolute --setting 64 4 0.003 64 \
+    python -m bma_verify.reports.claims.exp_robustness.plan --tier quick --seeds 1000 --out grid.json
+    python -m bma_verify.reports.claims.exp_robustness.plan --seeds 1001 --readings gpt-d2-absolute --setting 64 4 0.003 64 \
         --contexts 256000 --out long.json   # one longer run
 
 How each value was found (runs tried, numbers on development seeds): docs/notes/exp-robustness.md.
