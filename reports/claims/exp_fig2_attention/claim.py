@@ -14,11 +14,10 @@ from dataclasses import replace
 
 from bma_verify.model import figures
 from bma_verify.model.training import eval_batch
-from bma_verify.reports.checks.trained import (FIG2_BANDS, LOSS_COLUMNS, NOISE_BAND, THRESHOLDS, TRAINED_TOL,
-                                               combine_sides, confirm_misses, count_verdict, draw_figure, fig2_judge,
-                                               fig2_near_miss_margin,
-                                               fig2_sides, fig2_threshold, fig2_values, ideal_control, seed_keys,
-                                               why_unconfirmed, loss_split_rows, near_miss_control, power_text,
+from bma_verify.reports.checks.trained import (LOSS_COLUMNS, NOISE_BAND, THRESHOLDS, TRAINED_TOL, combine_sides,
+                                               confirm_misses, count_verdict, draw_figure, fig2_judge,
+                                               fig2_near_miss_margin, fig2_sides, fig2_threshold, ideal_control,
+                                               seed_keys, why_unconfirmed, loss_split_rows, near_miss_control, power_text,
                                                run_assumptions, run_convergence, seeded_runs, seeds_record, seeds_text,
                                                trained_runs, training_seeds)
 from bma_verify.reports.claim import Check, Claim
