@@ -86,8 +86,10 @@ def continue_ds_experiment(run: dict, *, quiet: bool = True) -> dict:
     metrics = {s: {"history": h, "eval": evaluate_ds_model(m, A, exp.rho, exp.L_values, n_eval=exp.n_eval,
                                                            rng=evaluation_rng(exp.train.seed))}
                for s, m, h in zip(exp.selectors, models, histories)}
+    loss = histories[0]["loss"]  # the first selector's online loss (fresh batches: held out), every 10 steps
     return {"kind": "ds-experiment", "config": dataclasses.asdict(dataclasses.replace(exp, train=train)),
-            "A": run["A"], "models": dict(zip(exp.selectors, models)), "metrics": metrics, "step_offset": offset}
+            "A": run["A"], "models": dict(zip(exp.selectors, models)), "metrics": metrics, "step_offset": offset,
+            "curve": [[offset + s, float(loss[s - 1])] for s in range(10, len(loss) + 1, 10)]}
 
 
 def continuation_test(before: float, after: float, threshold: float, *, upper: bool = True,

@@ -135,3 +135,19 @@ def test_a_ds_experiment_continues_copies_of_its_models_on_a_stream_of_its_own()
         assert all(torch.equal(a, b) for a, b in zip(before[s], model.parameters()))  # the run's models untouched
         assert not all(torch.equal(a, b) for a, b in zip(before[s], more["models"][s].parameters()))
         assert len(more["metrics"][s]["history"]["loss"]) == 12
+    assert [p[0] for p in more["curve"]] == [22]  # data steps after the run's, every 10 steps
+
+
+def test_a_ds_continuation_draws_batches_the_run_never_saw():
+    # reference: the same model copied and trained one step on the run's stream (step_offset 0) and on the
+    # continuation's (step_offset 12): the batches, hence the losses, differ; the same offset twice gives one loss
+    import copy
+    from bma_verify.model.ds import DSModel, DSModelConfig, DSTrainConfig, train_ds_models
+    from bma_verify.numerics.ds import random_orthogonal
+    import numpy as np
+    cfg = DSModelConfig(d=3, H=4, L=3, selector="bilinear", copier="exact")
+    model, A, train = DSModel(cfg), random_orthogonal(3, rng=np.random.default_rng(0)), DSTrainConfig(steps=1, seed=5)
+    first = {off: train_ds_models([cfg], A, 0.5, train, models=[copy.deepcopy(model)], step_offset=off)[1][0]["loss"]
+             for off in (0, 12)}
+    again = train_ds_models([cfg], A, 0.5, train, models=[copy.deepcopy(model)], step_offset=12)[1][0]["loss"]
+    assert first[0] != first[12] and again == first[12]

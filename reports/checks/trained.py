@@ -207,9 +207,6 @@ def held_out_curve(run, objective: str) -> tuple[list, list]:
     record's ``"curve"`` ([step, value] pairs of its one objective), or for a seed's several runs the first's."""
     if isinstance(run, SeedRuns):
         return held_out_curve(next(iter(run.values())), objective) if run else ([], [])
-    if isinstance(run, dict) and run.get("kind") == "ds-experiment":  # fresh batches: the online loss is held out
-        loss = run["metrics"]["bilinear"]["history"]["loss"]
-        return list(range(10, len(loss) + 1, 10)), [float(v) for v in loss[9::10]]
     if isinstance(run, dict):
         pairs = run.get("curve") or []
         return [int(p[0]) for p in pairs], [float(p[1]) for p in pairs]

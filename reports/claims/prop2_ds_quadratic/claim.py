@@ -415,7 +415,7 @@ def prop2_trained_models(ctx: CheckContext) -> CheckOutcome:
     rules = [_decide_models(ev["bilinear"], ev["key-norm"]) for ev in evs]
     statuses = [rule["verdict"] for rule in rules]
     more = confirm_misses(ctx, "prop2-ds", results, statuses, tests, judge_models, seed_keys(ctx, "prop2-ds", "models"),
-                          objective="bilinear training loss")
+                          objective="training loss (fresh batches)")
     verdict, reason, converged = count_verdict(statuses, tests, more, why_unconfirmed=why_unconfirmed(ctx, "prop2-ds"))
     record = seeds_record(seeds, statuses, tests, [{k: rule[k] for k in ("small_L_gap_lower", "late_L_gap_upper",
                                                                          "closing_gap_upper")} for rule in rules], more)
