@@ -141,6 +141,14 @@ def run(trainee: Trainee, schedule: Schedule, *, resume: dict | None = None, sto
     model.train()
     last = schedule.steps if stop_at is None else min(schedule.steps, int(stop_at))
     bar = tqdm(range(progress.step, last), disable=quiet, desc=desc, initial=progress.step, total=schedule.steps)
+    pending = []  # this stretch's losses, still on the device: read back at an evaluation, a checkpoint or the end,
+    # not every step (a per-step read is a device sync on a GPU)
+
+    def flush() -> None:
+        if pending:
+            progress.losses.extend(torch.stack(pending).tolist())
+            pending.clear()
+
     t0 = time.perf_counter()
     for step in bar:
         batch = trainee.batch(step_offset + step)
@@ -155,18 +163,21 @@ def run(trainee: Trainee, schedule: Schedule, *, resume: dict | None = None, sto
         optimizer.step()
         if average is not None:
             update_average(average, model, min(schedule.ema, (step + 1) / (step + 10)))
-        progress.losses.append(float(loss.detach()))
+        pending.append(loss.detach())
         done = progress.step = step + 1
         if schedule.eval_every is not None and (done % schedule.eval_every == 0 or done == schedule.steps):
+            flush()
             progress.seconds += time.perf_counter() - t0
             record(done, progress.losses[-1])
             bar.set_postfix({key: f"{progress.curves[key][-1]:.4f}" for key in trainee.curve_keys[:2]})
             t0 = time.perf_counter()
         if save is not None and ((schedule.checkpoint_every and done % schedule.checkpoint_every == 0)
                                  or done == last):
+            flush()
             progress.seconds += time.perf_counter() - t0
             save(progress)
             t0 = time.perf_counter()
+    flush()
     progress.seconds += time.perf_counter() - t0
     bar.close()
     return progress
