@@ -53,6 +53,10 @@ TOLERANCES = {
     "test_L_near_bma": {"abs": 2}, "spearman_train_L_vs_mean_gap": {"abs": 0.0},
     "R3_selector_only.mean_parent_loss_gap": MEAN_GAP_TOL, "R3_selector_only.grid": GAP_TOL,
     "R3_selector_only.test_L_near_bma": {"abs": 2},
+    # R3's mean gaps lie within the noise band of one another (0.003-0.009 nats on seed 736), so ρ over three training
+    # L takes any value: it moved from −1.0 to −0.5 under ATEN_CPU_CAPABILITY=default (report seed 0,
+    # docs/notes/trained-checks.md); the mean gaps themselves are compared within MEAN_GAP_TOL
+    "R3_selector_only.spearman_train_L_vs_mean_gap": {"abs": 2.0},
     "R2_shared_budget.mean_parent_loss_gap": MEAN_GAP_TOL, "R2_shared_budget.grid": GAP_TOL,
     "R2_shared_budget.test_L_near_bma": {"abs": 2}, "R2_shared_budget.own_L_parent_loss_gap": OWN_GAP_TOL,
     "R2_shared_budget.spearman_train_L_vs_mean_gap": {"abs": 0.0}}
